@@ -1,0 +1,105 @@
+// `embstore export FILE OUT.npy [--keys KEYS.txt] [--dtype f32|native]`: the matrix as a NumPy
+// array, and the keys one per line. Both outputs are written atomically.
+#include <cstdio>
+#include <vector>
+
+#include "command.h"
+#include "embstore/common/atomic_file.h"
+#include "embstore/store/npy.h"
+#include "embstore/store/table.h"
+#include "progress.h"
+
+namespace embstore::cli {
+namespace {
+
+struct ExportArgs {
+  std::string file;
+  std::string out;
+  std::string keys_out;
+  std::string dtype = "f32";
+  bool force = false;
+};
+
+Status WriteMatrix(const store::Table& t, const ExportArgs& a) {
+  const bool native = a.dtype == "native";
+  if (native && t.dtype() == store::DType::kBF16) {
+    return Status::InvalidArgument("'" + a.file + "' holds BF16, which .npy cannot store; "
+                                   "export it with --dtype f32");
+  }
+  const bool as_f32 = !native || t.dtype() == store::DType::kF32;
+  EMBSTORE_ASSIGN_OR_RETURN(auto out, AtomicFile::Create(a.out, a.force));
+  EMBSTORE_RETURN_NOT_OK(out->Append(store::NpyHeader(as_f32 ? "<f4" : "<f2", t.rows(), t.dim())));
+  Progress progress("export " + a.file);
+  const std::uint64_t step = std::max<std::uint64_t>(1, (8u << 20) / t.row_bytes());
+  const std::uint64_t total = t.rows() * t.dim() * (as_f32 ? 4 : 2);
+  std::vector<float> buf;
+  for (std::uint64_t r = 0; r < t.rows(); r += step) {
+    std::uint64_t end = std::min(t.rows(), r + step);
+    if (as_f32 && t.dtype() != store::DType::kF32) {
+      buf.resize((end - r) * t.dim());
+      EMBSTORE_RETURN_NOT_OK(t.ReadRowsF32(r, end, buf));
+      EMBSTORE_RETURN_NOT_OK(out->Append(std::as_bytes(std::span<const float>(buf))));
+    } else {
+      EMBSTORE_ASSIGN_OR_RETURN(auto bytes, t.RowBytes(r, end));
+      EMBSTORE_RETURN_NOT_OK(out->Append(bytes));
+    }
+    progress.Update(end * t.dim() * (as_f32 ? 4 : 2), total);
+  }
+  progress.Finish();
+  return out->Commit();
+}
+
+Status WriteKeys(const store::Table& t, const ExportArgs& a) {
+  if (!t.has_keys()) return Status::InvalidArgument("'" + a.file + "' has no keys to export");
+  EMBSTORE_ASSIGN_OR_RETURN(auto out, AtomicFile::Create(a.keys_out, a.force));
+  std::string buf;
+  for (std::uint64_t r = 0; r < t.rows(); ++r) {
+    std::string_view k = t.Key(r);
+    if (k.find('\n') != std::string_view::npos || k.find('\r') != std::string_view::npos) {
+      return Status::InvalidArgument("'" + a.file + "': key of row " + std::to_string(r) +
+                                     " contains a line break and cannot be written one per line");
+    }
+    buf.append(k);
+    buf += '\n';
+    if (buf.size() >= (4u << 20)) {
+      EMBSTORE_RETURN_NOT_OK(out->Append(buf));
+      buf.clear();
+    }
+  }
+  EMBSTORE_RETURN_NOT_OK(out->Append(buf));
+  return out->Commit();
+}
+
+}  // namespace
+
+RunFn RegisterExport(CLI::App& app) {
+  auto args = std::make_shared<ExportArgs>();
+  CLI::App* sub = app.add_subcommand("export", "Write a table's matrix as .npy (and its keys as text)");
+  sub->add_option("FILE", args->file, "Table file (.emb)")->required();
+  sub->add_option("OUT", args->out, "Output .npy file")->required();
+  sub->add_option("--keys", args->keys_out, "Also write the keys, one per line, to this file");
+  sub->add_option("--dtype", args->dtype,
+                  "f32 (default) converts F16/BF16 to float32; native keeps F32/F16 as stored")
+      ->check(CLI::IsMember({"f32", "native"}));
+  sub->add_flag("--force", args->force, "Replace existing output files (atomically, on success)");
+  return [args]() {
+    auto opened = store::Table::Open(args->file);
+    if (!opened.ok()) return ReportError("export", opened.status());
+    const store::Table& t = **opened;
+    // Refuse early when keys were asked for but the table has none, before writing anything.
+    if (!args->keys_out.empty() && !t.has_keys()) {
+      return ReportError("export", Status::FailedPrecondition("'" + args->file +
+                                                              "' has no keys to export"));
+    }
+    Status st = WriteMatrix(t, *args);
+    if (st.ok() && !args->keys_out.empty()) st = WriteKeys(t, *args);
+    if (!st.ok()) return ReportError("export", st);
+    std::printf("%s: wrote %llu x %llu to %s%s%s\n", args->file.c_str(),
+                static_cast<unsigned long long>(t.rows()),
+                static_cast<unsigned long long>(t.dim()), args->out.c_str(),
+                args->keys_out.empty() ? "" : " and keys to ", args->keys_out.c_str());
+    return kExitOk;
+  };
+}
+
+}  // namespace embstore::cli

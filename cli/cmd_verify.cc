@@ -1,0 +1,57 @@
+// `embstore verify FILE`: reads every byte of the matrix and checks each block's checksum.
+#include <cstdio>
+
+#include "command.h"
+#include "embstore/store/table.h"
+#include "progress.h"
+
+namespace embstore::cli {
+
+RunFn RegisterVerify(CLI::App& app) {
+  struct Args {
+    std::string file;
+    int max_report = 20;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "verify", "Check every checksum block of a table file; exit 1 naming each bad block");
+  sub->add_option("FILE", args->file, "Table file (.emb)")->required();
+  sub->add_option("--max-report", args->max_report, "Bad blocks to list at most (default 20)")
+      ->check(CLI::PositiveNumber);
+  return [args]() {
+    auto opened = store::Table::Open(args->file);
+    if (!opened.ok()) return ReportError("verify", opened.status());
+    const store::Table& t = **opened;
+    Progress progress("verify " + args->file);
+    const std::uint64_t total = t.rows() * t.row_bytes();
+    std::uint64_t bad = 0;
+    for (std::uint64_t b = 0; b < t.num_blocks(); ++b) {
+      std::uint64_t first = b * t.block_rows();
+      std::uint64_t last = std::min(first + t.block_rows(), t.rows());
+      Status st = t.VerifyRows(first, last);
+      if (!st.ok()) {
+        progress.Finish();
+        if (bad < static_cast<std::uint64_t>(args->max_report)) {
+          std::fprintf(stderr, "embstore verify: %s\n", st.message().c_str());
+        }
+        ++bad;
+      }
+      progress.Update(last * t.row_bytes(), total);
+    }
+    progress.Finish();
+    if (bad > 0) {
+      std::fprintf(stderr, "embstore verify: '%s': %llu of %llu blocks are corrupt\n",
+                   args->file.c_str(), static_cast<unsigned long long>(bad),
+                   static_cast<unsigned long long>(t.num_blocks()));
+      return kExitFailure;
+    }
+    std::printf("%s: ok, %llu rows x %llu %s, %llu blocks verified in %.2f s\n",
+                args->file.c_str(), static_cast<unsigned long long>(t.rows()),
+                static_cast<unsigned long long>(t.dim()),
+                std::string(store::DTypeName(t.dtype())).c_str(),
+                static_cast<unsigned long long>(t.num_blocks()), progress.Seconds());
+    return kExitOk;
+  };
+}
+
+}  // namespace embstore::cli

@@ -1,0 +1,60 @@
+// The `embstore` command line: one binary, one subcommand per job.
+#include <cstdio>
+#include <exception>
+#include <string>
+#include <unistd.h>
+#include <utility>
+#include <vector>
+
+#include "command.h"
+#include "embstore/store/format.h"
+
+namespace embstore::cli {
+
+int ReportError(const std::string& command, const Status& st) {
+  std::fprintf(stderr, "embstore %s: %s\n", command.c_str(), st.message().c_str());
+  return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
+}
+
+bool StderrIsTty() { return ::isatty(STDERR_FILENO) == 1; }
+
+}  // namespace embstore::cli
+
+int main(int argc, char** argv) {
+  using namespace embstore::cli;
+  CLI::App app{"embstore: convert embedding text files into memory-mapped tables, serve them to "
+               "trainers over gRPC, and load them into memory.",
+               "embstore"};
+  app.footer(
+      "Exit codes: 0 success; 1 bad data or a failed operation; 2 usage error.\n"
+      "Run 'embstore COMMAND --help' for a command's options. Formats: docs/FORMAT.md.");
+  app.set_version_flag("--version", std::string(embstore::store::EmbstoreVersion()));
+  app.require_subcommand(1);
+
+  const std::vector<std::pair<const char*, RegisterFn>> commands = {
+      {"convert", RegisterConvert}, {"inspect", RegisterInspect}, {"verify", RegisterVerify},
+      {"export", RegisterExport},   {"serve", RegisterServe},     {"pull", RegisterPull},
+      {"ls", RegisterLs},
+  };
+  std::vector<std::pair<CLI::App*, RunFn>> runs;
+  for (const auto& [name, reg] : commands) {
+    RunFn run = reg(app);
+    runs.emplace_back(app.get_subcommand(name), std::move(run));
+  }
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int rc = app.exit(e);
+    return rc == 0 ? kExitOk : kExitUsage;
+  }
+  try {
+    for (auto& [sub, run] : runs) {
+      if (sub->parsed()) return run();
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "embstore: internal error: %s\n", e.what());
+    return kExitFailure;
+  }
+  return kExitUsage;
+}

@@ -1,0 +1,62 @@
+// AtomicFile: write a new file under a temporary name and publish it by rename, so that readers
+// only ever see the old file or the complete new one.
+//
+// Create() opens ".NAME.tmp-XXXXXX" in the destination's directory (same filesystem, so the final
+// rename is atomic). Commit() fsyncs the data, renames onto the destination and fsyncs the
+// directory. Without `overwrite`, an existing destination is AlreadyExists both at Create() and at
+// Commit() (no-clobber rename), so a file that appeared meanwhile is never replaced. Abort(), the
+// destructor of an uncommitted file, and a failed Commit() remove the temporary file.
+//
+// Not thread-safe; one thread owns an AtomicFile.
+#ifndef EMBSTORE_COMMON_ATOMIC_FILE_H_
+#define EMBSTORE_COMMON_ATOMIC_FILE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+
+#include "embstore/common/status.h"
+
+namespace embstore {
+
+class AtomicFile {
+ public:
+  static Result<std::unique_ptr<AtomicFile>> Create(const std::string& path, bool overwrite);
+  ~AtomicFile();
+  AtomicFile(const AtomicFile&) = delete;
+  AtomicFile& operator=(const AtomicFile&) = delete;
+
+  int fd() const { return fd_; }
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return temp_path_; }
+
+  // Writes all of `bytes` at `offset` of the temporary file (retrying short writes).
+  Status WriteAt(std::uint64_t offset, std::span<const std::byte> bytes);
+  // Appends at the end of what Append has written so far.
+  Status Append(std::span<const std::byte> bytes);
+  Status Append(std::string_view s) {
+    return Append(std::as_bytes(std::span<const char>(s.data(), s.size())));
+  }
+
+  Status Commit();
+  void Abort();
+
+ private:
+  AtomicFile(std::string path, bool overwrite) : path_(std::move(path)), overwrite_(overwrite) {}
+
+  std::string path_;
+  bool overwrite_;
+  std::string temp_path_;
+  int fd_ = -1;
+  std::uint64_t append_offset_ = 0;
+  bool done_ = false;
+};
+
+// True when `path` names an existing file system entry.
+bool PathExists(const std::string& path);
+
+}  // namespace embstore
+
+#endif  // EMBSTORE_COMMON_ATOMIC_FILE_H_

@@ -1,0 +1,149 @@
+#include "embstore/common/atomic_file.h"
+
+#include <fcntl.h>
+#include <stdio.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstdlib>
+#include <vector>
+
+namespace embstore {
+namespace {
+
+std::string DirName(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  if (slash == std::string::npos) return ".";
+  if (slash == 0) return "/";
+  return path.substr(0, slash);
+}
+
+std::string BaseName(const std::string& path) {
+  auto slash = path.find_last_of('/');
+  return slash == std::string::npos ? path : path.substr(slash + 1);
+}
+
+Status SyncDirectory(const std::string& dir) {
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd < 0) return Status::FromErrno("open directory '" + dir + "'", errno);
+  int rc = ::fsync(dfd);
+  int err = errno;
+  ::close(dfd);
+  // Some filesystems cannot fsync a directory; the rename itself has happened.
+  if (rc != 0 && err != EINVAL) return Status::FromErrno("fsync directory '" + dir + "'", err);
+  return Status::OK();
+}
+
+}  // namespace
+
+bool PathExists(const std::string& path) {
+  struct stat st;
+  return ::lstat(path.c_str(), &st) == 0;
+}
+
+Result<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path, bool overwrite) {
+  if (path.empty()) return Status::InvalidArgument("output path is empty");
+  std::string base = BaseName(path);
+  if (base.empty() || base == "." || base == "..") {
+    return Status::InvalidArgument("output path '" + path + "' does not name a file");
+  }
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0) {
+    if (S_ISDIR(st.st_mode)) {
+      return Status::InvalidArgument("output path '" + path + "' is a directory");
+    }
+    if (!overwrite) {
+      return Status::AlreadyExists("'" + path + "' already exists; refusing to replace it "
+                                   "(use --force to replace it)");
+    }
+  }
+  std::string dir = DirName(path);
+  if (::stat(dir.c_str(), &st) != 0) {
+    return Status::FromErrno("output directory '" + dir + "'", errno);
+  }
+  std::unique_ptr<AtomicFile> f(new AtomicFile(path, overwrite));
+  std::string tmpl = (dir == "." && path.find('/') == std::string::npos ? std::string() : dir + "/") +
+                     "." + base + ".tmp-XXXXXX";
+  std::vector<char> buf(tmpl.begin(), tmpl.end());
+  buf.push_back('\0');
+  int fd = ::mkostemp(buf.data(), O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("create temporary file in '" + dir + "'", errno);
+  f->fd_ = fd;
+  f->temp_path_ = buf.data();
+  // mkostemp creates 0600; a published table is readable by the serving user too.
+  mode_t mask = ::umask(0);
+  ::umask(mask);
+  ::fchmod(fd, 0666 & ~mask);
+  return f;
+}
+
+AtomicFile::~AtomicFile() { Abort(); }
+
+Status AtomicFile::WriteAt(std::uint64_t offset, std::span<const std::byte> bytes) {
+  if (fd_ < 0) return Status::FailedPrecondition("'" + path_ + "': file is already closed");
+  const std::byte* p = bytes.data();
+  std::size_t left = bytes.size();
+  while (left > 0) {
+    ssize_t n = ::pwrite(fd_, p, left, static_cast<off_t>(offset));
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return Status::FromErrno("write '" + temp_path_ + "'", errno);
+    }
+    p += n;
+    left -= static_cast<std::size_t>(n);
+    offset += static_cast<std::uint64_t>(n);
+  }
+  return Status::OK();
+}
+
+Status AtomicFile::Append(std::span<const std::byte> bytes) {
+  EMBSTORE_RETURN_NOT_OK(WriteAt(append_offset_, bytes));
+  append_offset_ += bytes.size();
+  return Status::OK();
+}
+
+Status AtomicFile::Commit() {
+  if (fd_ < 0 || done_) return Status::FailedPrecondition("'" + path_ + "': already finished");
+  if (::fsync(fd_) != 0) {
+    Status st = Status::FromErrno("fsync '" + temp_path_ + "'", errno);
+    Abort();
+    return st;
+  }
+  ::close(fd_);
+  fd_ = -1;
+  int rc;
+  if (overwrite_) {
+    rc = ::rename(temp_path_.c_str(), path_.c_str());
+  } else {
+    rc = ::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_NOREPLACE);
+    if (rc != 0 && (errno == EINVAL || errno == ENOSYS)) {
+      // The filesystem lacks RENAME_NOREPLACE: link() also refuses to replace, atomically.
+      rc = ::link(temp_path_.c_str(), path_.c_str());
+      if (rc == 0) ::unlink(temp_path_.c_str());
+    }
+  }
+  if (rc != 0) {
+    int err = errno;
+    Abort();
+    if (err == EEXIST) {
+      return Status::AlreadyExists("'" + path_ + "' appeared while it was being written; "
+                                   "refusing to replace it (use --force to replace it)");
+    }
+    return Status::FromErrno("rename '" + temp_path_ + "' to '" + path_ + "'", err);
+  }
+  done_ = true;
+  return SyncDirectory(DirName(path_));
+}
+
+void AtomicFile::Abort() {
+  if (done_) return;
+  if (fd_ >= 0) {
+    ::close(fd_);
+    fd_ = -1;
+  }
+  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  done_ = true;
+}
+
+}  // namespace embstore

@@ -1,0 +1,103 @@
+#include "embstore/common/atomic_file.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <sstream>
+
+#include <gtest/gtest.h>
+
+namespace embstore {
+namespace {
+
+std::string TempDir() {
+  char tmpl[] = "/tmp/embstore-atomic-XXXXXX";
+  return mkdtemp(tmpl);
+}
+
+std::string Read(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+int CountEntries(const std::string& dir) {
+  int n = 0;
+  DIR* d = opendir(dir.c_str());
+  while (dirent* e = readdir(d)) {
+    if (std::string(e->d_name) != "." && std::string(e->d_name) != "..") ++n;
+  }
+  closedir(d);
+  return n;
+}
+
+TEST(AtomicFile, PublishesOnlyOnCommit) {
+  std::string dir = TempDir();
+  std::string path = dir + "/out.bin";
+  auto f = AtomicFile::Create(path, false);
+  ASSERT_TRUE(f.ok()) << f.status().ToString();
+  ASSERT_TRUE((*f)->Append("hello").ok());
+  EXPECT_FALSE(PathExists(path));
+  ASSERT_TRUE((*f)->Commit().ok());
+  EXPECT_EQ(Read(path), "hello");
+  EXPECT_EQ(CountEntries(dir), 1);
+}
+
+TEST(AtomicFile, AbortLeavesNothingBehind) {
+  std::string dir = TempDir();
+  {
+    auto f = AtomicFile::Create(dir + "/out.bin", false);
+    ASSERT_TRUE(f.ok());
+    ASSERT_TRUE((*f)->Append("partial").ok());
+  }  // destroyed without Commit
+  EXPECT_EQ(CountEntries(dir), 0);
+}
+
+TEST(AtomicFile, RefusesToReplaceWithoutOverwrite) {
+  std::string dir = TempDir();
+  std::string path = dir + "/out.bin";
+  std::ofstream(path) << "old";
+  auto f = AtomicFile::Create(path, false);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kAlreadyExists);
+  EXPECT_NE(f.status().message().find(path), std::string::npos);
+  EXPECT_EQ(Read(path), "old");
+}
+
+TEST(AtomicFile, RefusesAFileThatAppearedMeanwhile) {
+  std::string dir = TempDir();
+  std::string path = dir + "/out.bin";
+  auto f = AtomicFile::Create(path, false);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE((*f)->Append("new").ok());
+  std::ofstream(path) << "racer";
+  Status st = (*f)->Commit();
+  EXPECT_EQ(st.code(), StatusCode::kAlreadyExists);
+  EXPECT_EQ(Read(path), "racer");
+  EXPECT_EQ(CountEntries(dir), 1);
+}
+
+TEST(AtomicFile, ReplacesWithOverwrite) {
+  std::string dir = TempDir();
+  std::string path = dir + "/out.bin";
+  std::ofstream(path) << "old";
+  auto f = AtomicFile::Create(path, true);
+  ASSERT_TRUE(f.ok());
+  ASSERT_TRUE((*f)->Append("new").ok());
+  EXPECT_EQ(Read(path), "old");
+  ASSERT_TRUE((*f)->Commit().ok());
+  EXPECT_EQ(Read(path), "new");
+}
+
+TEST(AtomicFile, RejectsMissingDirectory) {
+  auto f = AtomicFile::Create("/nonexistent-dir-embstore/x.bin", false);
+  ASSERT_FALSE(f.ok());
+  EXPECT_EQ(f.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(f.status().message().find("/nonexistent-dir-embstore"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace embstore

@@ -1,0 +1,28 @@
+// Block checksums of the embedding matrix.
+//
+// A table's matrix is cut into blocks of `block_rows` rows (the last block may be shorter), and the
+// file stores one XXH3-64 (seed 0) of each block's bytes exactly as they lie in the file. Any row
+// range aligned to blocks can therefore be verified on its own: by the server before it sends, by a
+// client after it receives. See docs/FORMAT.md, "Checksums".
+#ifndef EMBSTORE_STORE_CHECKSUM_H_
+#define EMBSTORE_STORE_CHECKSUM_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <span>
+
+namespace embstore::store {
+
+// XXH3-64 with seed 0 of `bytes`. Thread-safe.
+std::uint64_t Checksum64(std::span<const std::byte> bytes);
+
+// Target block size in bytes for the automatic choice of block_rows.
+inline constexpr std::uint64_t kTargetBlockBytes = 1u << 20;
+
+// The block_rows a writer picks when not told: as many whole rows as fit in kTargetBlockBytes, at
+// least one.
+std::uint64_t DefaultBlockRows(std::uint64_t row_bytes);
+
+}  // namespace embstore::store
+
+#endif  // EMBSTORE_STORE_CHECKSUM_H_

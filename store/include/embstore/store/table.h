@@ -1,0 +1,123 @@
+// Table: a read-only, memory-mapped table file (docs/FORMAT.md).
+//
+// Open() maps the whole file read-only (Boost.Interprocess) and validates the header, the embstore
+// profile, every tensor's dtype, shape and byte range against the file size, and the key tensors
+// before it returns. A truncated, padded or hostile file yields a Corruption status that names the
+// file and the field; no later accessor can read out of bounds. Checksums are verified only on
+// demand (VerifyRows/VerifyAll, or OpenOptions::verify) since that reads every byte.
+//
+// Memory: every span and string_view a Table returns points into the mapping and stays valid as
+// long as the Table lives; hold the shared_ptr for as long as you use them. Pages are read lazily
+// by the kernel, so opening a large table is cheap.
+//
+// Thread safety: a Table is immutable after Open(); all methods are safe to call concurrently.
+//
+// The file must not be truncated or rewritten in place while mapped (the kernel would deliver
+// SIGBUS on access). Writers in this project only ever publish by rename, which is safe.
+#ifndef EMBSTORE_STORE_TABLE_H_
+#define EMBSTORE_STORE_TABLE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "embstore/common/status.h"
+#include "embstore/store/dtype.h"
+
+namespace embstore::store {
+
+struct OpenOptions {
+  bool verify = false;  // verify every checksum block before returning
+};
+
+// Progress of a long operation: bytes done of bytes total. Return false to cancel.
+using ProgressFn = std::function<bool(std::uint64_t done, std::uint64_t total)>;
+
+class Table {
+ public:
+  static Result<std::shared_ptr<const Table>> Open(const std::string& path,
+                                                   const OpenOptions& options = {});
+  ~Table();
+  Table(const Table&) = delete;
+  Table& operator=(const Table&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::uint64_t file_size() const { return file_size_; }
+  std::uint64_t rows() const { return rows_; }
+  std::uint64_t dim() const { return dim_; }
+  DType dtype() const { return dtype_; }
+  std::size_t row_bytes() const { return row_bytes_; }
+  // File offset of the first matrix byte (a multiple of kDataAlignment).
+  std::uint64_t data_offset() const { return data_offset_; }
+  int format_version() const { return version_; }
+
+  // The whole __metadata__ map, embstore.* keys included.
+  const std::map<std::string, std::string>& metadata() const { return metadata_; }
+  // Only the user's keys (those outside the "embstore." prefix).
+  std::map<std::string, std::string> user_metadata() const;
+
+  // Bytes of rows [begin, end). InvalidArgument when begin > end, OutOfRange when end > rows().
+  Result<std::span<const std::byte>> RowBytes(std::uint64_t begin, std::uint64_t end) const;
+
+  // Typed view of rows [begin, end): T is float for F32 and std::uint16_t for F16/BF16 (their bit
+  // patterns). InvalidArgument when T does not match dtype().
+  template <typename T>
+  Result<std::span<const T>> Rows(std::uint64_t begin, std::uint64_t end) const;
+
+  // Rows [begin, end) converted to f32 into `out` (SIMD). out.size() must be (end-begin)*dim().
+  Status ReadRowsF32(std::uint64_t begin, std::uint64_t end, std::span<float> out) const;
+
+  // Checksum blocks: block i covers rows [i*block_rows, min((i+1)*block_rows, rows)).
+  std::uint64_t block_rows() const { return block_rows_; }
+  std::uint64_t num_blocks() const { return num_blocks_; }
+  std::uint64_t BlockChecksum(std::uint64_t block) const;  // Precondition: block < num_blocks()
+
+  // Verifies every block that overlaps rows [begin, end). A mismatch is a Corruption status that
+  // names the file, the block and its rows.
+  Status VerifyRows(std::uint64_t begin, std::uint64_t end) const;
+  Status VerifyAll(const ProgressFn& progress = nullptr) const;
+
+  // Keys (only when has_keys()).
+  bool has_keys() const { return has_keys_; }
+  // The key of `row`. Precondition: has_keys() && row < rows().
+  std::string_view Key(std::uint64_t row) const;
+  // The row whose key is `key`, or nullopt (also when the table has no keys). O(1) expected.
+  std::optional<std::uint64_t> FindKey(std::string_view key) const;
+  std::uint64_t key_bytes() const { return key_bytes_size_; }
+
+ private:
+  Table() = default;
+  struct Mapping;
+  Status Parse();
+
+  std::string path_;
+  std::unique_ptr<Mapping> mapping_;
+  const std::byte* base_ = nullptr;
+  std::uint64_t file_size_ = 0;
+  std::uint64_t rows_ = 0;
+  std::uint64_t dim_ = 0;
+  DType dtype_ = DType::kF32;
+  std::size_t row_bytes_ = 0;
+  std::uint64_t data_offset_ = 0;
+  int version_ = 0;
+  std::map<std::string, std::string> metadata_;
+  std::uint64_t block_rows_ = 0;
+  std::uint64_t num_blocks_ = 0;
+  const std::byte* checksums_ = nullptr;
+  bool has_keys_ = false;
+  const std::byte* key_offsets_ = nullptr;  // rows+1 u64, little-endian, unaligned
+  const std::byte* key_index_ = nullptr;    // key_slots_ u64
+  std::uint64_t key_slots_ = 0;
+  const char* key_data_ = nullptr;
+  std::uint64_t key_bytes_size_ = 0;
+};
+
+}  // namespace embstore::store
+
+#endif  // EMBSTORE_STORE_TABLE_H_

@@ -1,0 +1,129 @@
+// TableWriter: streams rows into a new table file (docs/FORMAT.md) and publishes it atomically.
+//
+// Rows are appended in order, already encoded in the table's dtype or as f32 to be converted; the
+// matrix is never held in memory and the row count need not be known until Finish(). Keys, when
+// the table has them, are appended separately and are kept in memory (about their byte size plus
+// 24 bytes a key) until Finish() writes them and their index.
+//
+// Everything is written to a temporary file in the destination's directory (".NAME.tmp-XXXXXX").
+// Finish() fills in the header, writes checksums and keys, fsyncs, and renames the temporary file
+// onto the final path; only then does the table exist under its name. Without `overwrite`, an
+// existing destination is an AlreadyExists error, both at Create() and at Finish() (no-clobber
+// rename). Abort(), the destructor of an unfinished writer, and any failed call remove the
+// temporary file, so a failure never leaves a half-written table or a stray temporary behind.
+//
+// Not thread-safe: one thread drives a writer.
+#ifndef EMBSTORE_STORE_WRITER_H_
+#define EMBSTORE_STORE_WRITER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "embstore/common/atomic_file.h"
+#include "embstore/common/status.h"
+#include "embstore/store/dtype.h"
+
+namespace embstore::store {
+
+// Where the table's data came from; recorded in the metadata ("embstore.source.*").
+struct SourceInfo {
+  std::string name;            // file name as given, e.g. "vectors.txt.gz" or "-" for stdin
+  std::uint64_t size = 0;      // bytes
+  std::int64_t mtime_unix = 0; // seconds since the epoch
+};
+
+struct WriterOptions {
+  DType dtype = DType::kF32;
+  std::uint64_t dim = 0;       // required: values per row, > 0
+  bool with_keys = false;      // every row gets exactly one key (AppendKeys)
+  bool overwrite = false;      // replace an existing file at the path, on success only
+  std::uint64_t block_rows = 0;  // rows per checksum block; 0 picks DefaultBlockRows()
+  std::optional<SourceInfo> source;
+  std::string creator;         // default: "embstore <version>"
+  // User metadata, stored verbatim. Keys must be non-empty and must not start with "embstore.".
+  std::map<std::string, std::string> metadata;
+};
+
+class TableWriter {
+ public:
+  // Validates the options, checks the destination directory, and creates the temporary file.
+  static Result<std::unique_ptr<TableWriter>> Create(const std::string& path,
+                                                     const WriterOptions& options);
+
+  ~TableWriter();  // Abort()s an unfinished writer.
+  TableWriter(const TableWriter&) = delete;
+  TableWriter& operator=(const TableWriter&) = delete;
+
+  // Appends whole rows already encoded in the table's dtype, little-endian.
+  // Precondition-checked: encoded.size() is a multiple of the row size in bytes.
+  Status AppendRows(std::span<const std::byte> encoded);
+
+  // Appends whole rows given as f32, converting to the table's dtype (round to nearest even).
+  // With OverflowPolicy::kError a finite value too large for F16/BF16 is an OutOfRange error
+  // naming its row and column.
+  Status AppendRowsF32(std::span<const float> values,
+                       OverflowPolicy overflow = OverflowPolicy::kInfinity);
+
+  // Rewrites rows that were appended earlier, e.g. when a later duplicate key wins.
+  Status OverwriteRows(std::uint64_t first_row, std::span<const std::byte> encoded);
+
+  // Appends keys, one per row, in row order. Only when options.with_keys. Keys must be 1 to
+  // kMaxKeyBytes bytes; uniqueness is checked at Finish() (AlreadyExists naming both rows).
+  Status AppendKeys(std::span<const std::string_view> keys);
+  Status AppendKey(std::string_view key) { return AppendKeys({&key, 1}); }
+
+  // Writes checksums, keys and the header, fsyncs and publishes the file.
+  // Fails (and removes the temporary file) when keys were asked for and their count differs from
+  // the row count.
+  Status Finish();
+
+  // Drops everything written so far and removes the temporary file. Idempotent.
+  void Abort();
+
+  std::uint64_t rows() const { return rows_; }
+  std::uint64_t dim() const { return options_.dim; }
+  DType dtype() const { return options_.dtype; }
+  std::size_t row_bytes() const { return row_bytes_; }
+  const std::string& path() const { return path_; }
+  const std::string& temp_path() const { return temp_path_; }
+
+ private:
+  struct Hasher;  // streaming XXH3 state of the current checksum block
+  TableWriter(std::string path, WriterOptions options);
+  Status Init();
+  Status FlushBuffer();
+  void HashAppended(std::span<const std::byte> encoded);
+  Status Fail(Status st);  // Abort()s and returns st
+  Status WriteTail(std::uint64_t data_end);
+
+  std::string path_;
+  WriterOptions options_;
+  std::unique_ptr<AtomicFile> file_;
+  std::string temp_path_;
+  bool finished_ = false;
+  std::size_t row_bytes_ = 0;
+  std::uint64_t rows_ = 0;
+  std::uint64_t block_rows_ = 0;
+  std::uint64_t data_start_ = 0;      // file offset of the matrix, reserved at Create()
+  std::vector<std::pair<std::string, std::string>> metadata_;  // header __metadata__
+  std::string buffer_;                // pending matrix bytes, written at data_start_ + flushed_
+  std::uint64_t flushed_ = 0;         // matrix bytes already written
+  std::unique_ptr<Hasher> hasher_;    // checksum of the block being appended
+  std::uint64_t block_fill_ = 0;      // bytes of the current block hashed so far
+  std::vector<std::uint64_t> checksums_;
+  std::vector<std::uint64_t> dirty_blocks_;  // rewritten by OverwriteRows; rehashed at Finish
+  std::string key_bytes_;
+  std::vector<std::uint64_t> key_ends_;  // end offset of each key in key_bytes_
+};
+
+}  // namespace embstore::store
+
+#endif  // EMBSTORE_STORE_WRITER_H_

@@ -1,0 +1,32 @@
+// Private: the per-ISA kernels behind dtype.h's span conversions.
+//
+// dtype_kernels_impl.h holds the generic code once; dtype_kernels_avx2.cc and
+// dtype_kernels_avx512.cc compile it with their ISA flags in their own namespaces, and dtype.cc
+// compiles it without extra flags as the scalar reference. dtype.cc picks one table of kernels
+// per process.
+#ifndef EMBSTORE_STORE_DTYPE_KERNELS_H_
+#define EMBSTORE_STORE_DTYPE_KERNELS_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace embstore::store::kernels {
+
+struct DTypeKernels {
+  const char* name;
+  void (*f16_to_f32)(const std::uint16_t* src, float* dst, std::size_t n);
+  void (*bf16_to_f32)(const std::uint16_t* src, float* dst, std::size_t n);
+  void (*f32_to_f16)(const float* src, std::uint16_t* dst, std::size_t n);
+  void (*f32_to_bf16)(const float* src, std::uint16_t* dst, std::size_t n);
+};
+
+const DTypeKernels& ScalarKernels();
+const DTypeKernels& Avx2Kernels();    // requires AVX2 + F16C + FMA
+const DTypeKernels& Avx512Kernels();  // requires AVX-512 F/BW/VL/DQ
+
+// The kernels dtype.cc dispatches to (chosen once; EMBSTORE_FORCE_KERNEL overrides).
+const DTypeKernels& ActiveKernels();
+
+}  // namespace embstore::store::kernels
+
+#endif  // EMBSTORE_STORE_DTYPE_KERNELS_H_

@@ -1,0 +1,125 @@
+// Private: generic dtype conversion loops, included once per ISA with EMBSTORE_KERNEL_NS set.
+// The loops are written so the compiler vectorizes them under each file's -m flags; where a
+// conversion has a dedicated instruction (F16C / AVX-512 vcvtph2ps, vcvtps2ph) it is used directly.
+// Each loop's scalar meaning is the matching function in dtype.cc (F16ToF32, F32ToBF16, ...).
+#include <cstdint>
+#include <cstring>
+
+#if defined(__F16C__) || defined(__AVX512F__)
+#include <immintrin.h>
+#endif
+
+#include "dtype_kernels.h"
+
+namespace embstore::store::kernels::EMBSTORE_KERNEL_NS {
+
+inline std::uint32_t Bits(float f) {
+  std::uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline float FromBits(std::uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// bfloat16 is the top half of an f32: widening is a 16-bit shift.
+inline void Bf16ToF32(const std::uint16_t* src, float* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = FromBits(static_cast<std::uint32_t>(src[i]) << 16);
+}
+
+// Round to nearest even by adding 0x7FFF plus the lowest kept bit, then truncating; a carry out
+// of the mantissa correctly bumps the exponent (up to infinity). NaNs are quieted instead, since
+// the add could carry a NaN into infinity.
+inline void F32ToBf16(const float* src, std::uint16_t* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t u = Bits(src[i]);
+    std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+    std::uint32_t quiet_nan = (u >> 16) | 0x0040u;
+    bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+    dst[i] = static_cast<std::uint16_t>(is_nan ? quiet_nan : rounded);
+  }
+}
+
+// Scalar IEEE binary16 -> binary32, exact. Subnormals are scaled by 2^-24 in f32 (exact).
+inline float HalfToFloat(std::uint16_t h) {
+  std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+  std::uint32_t exp = (h >> 10) & 0x1Fu;
+  std::uint32_t man = h & 0x3FFu;
+  if (exp == 0) {
+    float mag = static_cast<float>(man) * 5.9604644775390625e-8f;  // man * 2^-24
+    return FromBits(Bits(mag) | sign);
+  }
+  if (exp == 31) return FromBits(sign | 0x7F800000u | (man << 13));
+  return FromBits(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+// Scalar binary32 -> binary16, round to nearest even; |x| >= 65520 becomes infinity; NaN keeps
+// its top payload bits and is quieted (what vcvtps2ph does).
+inline std::uint16_t FloatToHalf(float f) {
+  std::uint32_t x = Bits(f);
+  std::uint32_t sign = (x >> 16) & 0x8000u;
+  x &= 0x7FFFFFFFu;
+  if (x >= 0x7F800000u) {
+    if (x == 0x7F800000u) return static_cast<std::uint16_t>(sign | 0x7C00u);
+    return static_cast<std::uint16_t>(sign | 0x7E00u | ((x >> 13) & 0x3FFu));
+  }
+  if (x >= 0x477FF000u) return static_cast<std::uint16_t>(sign | 0x7C00u);  // >= 65520
+  if (x < 0x38800000u) {  // below 2^-14: a binary16 subnormal (or zero)
+    std::uint32_t e = x >> 23;
+    if (e < 102) return static_cast<std::uint16_t>(sign);  // below 2^-25: rounds to zero
+    std::uint32_t m = (x & 0x7FFFFFu) | 0x800000u;
+    std::uint32_t shift = 126 - e;  // value = m * 2^(e-150), in units of 2^-24
+    std::uint32_t r = m >> shift;
+    std::uint32_t rem = m & ((1u << shift) - 1);
+    std::uint32_t half = 1u << (shift - 1);
+    if (rem > half || (rem == half && (r & 1u))) ++r;
+    return static_cast<std::uint16_t>(sign | r);
+  }
+  std::uint32_t r = ((((x >> 23) - 112u) << 10) | ((x & 0x7FFFFFu) >> 13));
+  std::uint32_t rem = x & 0x1FFFu;
+  if (rem > 0x1000u || (rem == 0x1000u && (r & 1u))) ++r;  // a carry into the exponent is right
+  return static_cast<std::uint16_t>(sign | r);
+}
+
+// GCC 12's AVX-512 conversion intrinsics trip -Wmaybe-uninitialized on an internal temporary of
+// avx512fintrin.h (a false positive); silence it for these two loops only.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+
+inline void F16ToF32(const std::uint16_t* src, float* dst, std::size_t n) {
+  std::size_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    __m256i h = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(src + i));
+    _mm512_storeu_ps(dst + i, _mm512_cvtph_ps(h));
+  }
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
+    _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
+  }
+#endif
+  for (; i < n; ++i) dst[i] = HalfToFloat(src[i]);
+}
+
+inline void F32ToF16(const float* src, std::uint16_t* dst, std::size_t n) {
+  std::size_t i = 0;
+#if defined(__AVX512F__)
+  for (; i + 16 <= n; i += 16) {
+    __m256i h = _mm512_cvtps_ph(_mm512_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i), h);
+  }
+#elif defined(__F16C__)
+  for (; i + 8 <= n; i += 8) {
+    __m128i h = _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+#endif
+  for (; i < n; ++i) dst[i] = FloatToHalf(src[i]);
+}
+
+#pragma GCC diagnostic pop
+
+}  // namespace embstore::store::kernels::EMBSTORE_KERNEL_NS

@@ -1,0 +1,161 @@
+#include "embstore/store/table.h"
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cstring>
+
+#include <gtest/gtest.h>
+
+#include "embstore/store/checksum.h"
+#include "embstore/store/format.h"
+#include "header.h"
+#include "test_util.h"
+
+namespace embstore::store {
+namespace {
+
+using testing::MakeKeys;
+using testing::RandomMatrix;
+using testing::TempDir;
+using testing::WriteTable;
+
+TEST(Table, OpensMissingFileAsNotFound) {
+  auto t = Table::Open("/tmp/definitely-not-here.emb");
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(t.status().message().find("definitely-not-here.emb"), std::string::npos);
+}
+
+TEST(Table, RejectsADirectory) {
+  auto t = Table::Open(TempDir());
+  EXPECT_EQ(t.status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Table, RowViewsAndRangeErrors) {
+  std::string path = TempDir() + "/t.emb";
+  auto values = RandomMatrix(10, 4, 5);
+  ASSERT_TRUE(WriteTable(path, values, 4, DType::kF32, nullptr).ok());
+  auto t = *Table::Open(path);
+  auto rows = t->Rows<float>(2, 5);
+  ASSERT_TRUE(rows.ok());
+  ASSERT_EQ(rows->size(), 12u);
+  EXPECT_EQ(std::memcmp(rows->data(), values.data() + 8, 12 * 4), 0);
+  EXPECT_EQ(t->Rows<std::uint16_t>(0, 1).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(t->RowBytes(5, 11).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(t->RowBytes(6, 5).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_TRUE(t->RowBytes(10, 10).ok());
+  std::vector<float> out(3);
+  EXPECT_EQ(t->ReadRowsF32(0, 1, out).code(), StatusCode::kInvalidArgument);
+}
+
+TEST(Table, VerifyNamesTheCorruptBlockAndRows) {
+  std::string path = TempDir() + "/t.emb";
+  ASSERT_TRUE(WriteTable(path, RandomMatrix(100, 4, 5), 4, DType::kF32, nullptr, 10).ok());
+  std::uint64_t data_offset = (*Table::Open(path))->data_offset();
+  // Flip one byte of row 57 (block 5, rows [50, 60)).
+  int fd = ::open(path.c_str(), O_RDWR);
+  std::uint64_t off = data_offset + 57 * 16 + 3;
+  unsigned char b;
+  ASSERT_EQ(::pread(fd, &b, 1, off), 1);
+  b ^= 0x40;
+  ASSERT_EQ(::pwrite(fd, &b, 1, off), 1);
+  ::close(fd);
+
+  auto t = Table::Open(path);
+  ASSERT_TRUE(t.ok());  // checksums are verified on demand only
+  EXPECT_TRUE((*t)->VerifyRows(0, 50).ok());
+  EXPECT_TRUE((*t)->VerifyRows(60, 100).ok());
+  Status st = (*t)->VerifyRows(55, 56);
+  EXPECT_EQ(st.code(), StatusCode::kCorruption);
+  EXPECT_NE(st.message().find("block 5 (rows [50, 60))"), std::string::npos) << st.message();
+  EXPECT_EQ((*t)->VerifyAll().code(), StatusCode::kCorruption);
+  EXPECT_EQ(Table::Open(path, {.verify = true}).status().code(), StatusCode::kCorruption);
+}
+
+TEST(Table, VerifyAllReportsProgressAndCanBeCancelled) {
+  std::string path = TempDir() + "/t.emb";
+  ASSERT_TRUE(WriteTable(path, RandomMatrix(1000, 64, 5), 64, DType::kF32, nullptr, 1).ok());
+  auto t = *Table::Open(path);
+  std::uint64_t last = 0;
+  ASSERT_TRUE(t->VerifyAll([&](std::uint64_t done, std::uint64_t total) {
+                 EXPECT_LE(done, total);
+                 last = done;
+                 return true;
+               }).ok());
+  EXPECT_EQ(last, 1000u * 64 * 4);
+  EXPECT_EQ(t->VerifyAll([](std::uint64_t, std::uint64_t) { return false; }).code(),
+            StatusCode::kCancelled);
+}
+
+TEST(Table, KeysWithUnicodeAndLookupMisses) {
+  std::string path = TempDir() + "/t.emb";
+  std::vector<std::string> keys = {"über", "日本", "a b", "x", "🙂"};
+  ASSERT_TRUE(WriteTable(path, RandomMatrix(5, 2, 1), 2, DType::kF16, &keys).ok());
+  auto t = *Table::Open(path);
+  for (std::size_t r = 0; r < keys.size(); ++r) EXPECT_EQ(t->FindKey(keys[r]), r);
+  EXPECT_EQ(t->FindKey("ü"), std::nullopt);
+  EXPECT_EQ(t->FindKey(""), std::nullopt);
+}
+
+TEST(Table, TableWithoutKeysAnswersNoKey) {
+  std::string path = TempDir() + "/t.emb";
+  ASSERT_TRUE(WriteTable(path, RandomMatrix(5, 2, 1), 2, DType::kF32, nullptr).ok());
+  EXPECT_EQ((*Table::Open(path))->FindKey("x"), std::nullopt);
+}
+
+// A table whose matrix extends past 4 GiB, built as a sparse file (zero rows) so the test needs
+// neither the disk space nor the time to write it. Checks 64-bit offsets end to end.
+TEST(Table, ReadsPastFourGibibytes) {
+  const std::uint64_t dim = 1024;
+  const std::uint64_t rows = (5ull << 30) / (dim * 4) + 3;  // a little over 5 GiB
+  const std::uint64_t block_rows = 256;                      // 1 MiB blocks
+  const std::uint64_t blocks = (rows + block_rows - 1) / block_rows;
+  const std::uint64_t matrix = rows * dim * 4;
+  const std::uint64_t data_offset = 4096;
+
+  std::vector<std::byte> zeros(block_rows * dim * 4);
+  const std::uint64_t full = Checksum64(zeros);
+  std::vector<std::uint64_t> sums(blocks, full);
+  // The last row holds a marker value.
+  float marker[dim];
+  for (std::uint64_t i = 0; i < dim; ++i) marker[i] = static_cast<float>(i) + 0.5f;
+  std::vector<std::byte> last_block((rows % block_rows) * dim * 4);
+  std::memcpy(last_block.data() + last_block.size() - dim * 4, marker, dim * 4);
+  sums.back() = Checksum64(last_block);
+
+  HeaderContent h;
+  h.metadata = {{"embstore.format", "embstore-table"}, {"embstore.version", "1"},
+                {"embstore.checksum", "xxh3-64"}, {"embstore.block_rows", std::to_string(block_rows)}};
+  h.tensors = {{"embedding", "F32", {rows, dim}, 0, matrix},
+               {"checksums", "U64", {blocks}, matrix, matrix + blocks * 8}};
+  std::string json = *SerializeHeader(h);
+  std::string head(8, '\0');
+  std::uint64_t n = data_offset - 8;
+  std::memcpy(head.data(), &n, 8);
+  head += json;
+  head.resize(data_offset, ' ');
+
+  std::string path = TempDir() + "/big.emb";
+  int fd = ::open(path.c_str(), O_CREAT | O_RDWR | O_TRUNC, 0644);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::pwrite(fd, head.data(), head.size(), 0), static_cast<ssize_t>(head.size()));
+  ASSERT_EQ(::pwrite(fd, marker, dim * 4, data_offset + matrix - dim * 4),
+            static_cast<ssize_t>(dim * 4));
+  ASSERT_EQ(::pwrite(fd, sums.data(), blocks * 8, data_offset + matrix),
+            static_cast<ssize_t>(blocks * 8));
+  ::close(fd);
+
+  auto t = Table::Open(path);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ((*t)->rows(), rows);
+  EXPECT_GT((*t)->rows() * (*t)->row_bytes(), 4ull << 30);
+  auto last = (*t)->Rows<float>(rows - 1, rows);
+  ASSERT_TRUE(last.ok());
+  EXPECT_EQ((*last)[dim - 1], marker[dim - 1]);
+  EXPECT_TRUE((*t)->VerifyRows(rows - 300, rows).ok());
+  ::unlink(path.c_str());
+}
+
+}  // namespace
+}  // namespace embstore::store

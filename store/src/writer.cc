@@ -1,0 +1,378 @@
+#include "embstore/store/writer.h"
+
+#include <algorithm>
+#include <bit>
+#include <chrono>
+#include <cstring>
+#include <ctime>
+#include <cerrno>
+#include <unistd.h>
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "embstore/store/checksum.h"
+#include "embstore/store/format.h"
+#include "header.h"
+
+namespace embstore::store {
+
+struct TableWriter::Hasher {
+  XXH3_state_t state;
+};
+
+namespace {
+
+constexpr std::size_t kBufferBytes = 4u << 20;
+
+std::string Rfc3339Utc(std::int64_t unix_seconds) {
+  std::time_t t = static_cast<std::time_t>(unix_seconds);
+  std::tm tm{};
+  gmtime_r(&t, &tm);
+  char buf[32];
+  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
+  return buf;
+}
+
+std::uint64_t KeySlotsFor(std::uint64_t rows) {
+  // A load factor of at most 1/2 keeps linear probing short; at least one slot always stays empty
+  // so a lookup always terminates (docs/FORMAT.md, "Keys").
+  return std::max<std::uint64_t>(2, std::bit_ceil(rows * 2));
+}
+
+void PutU64(std::string& out, std::uint64_t v) {
+  char b[8];
+  std::memcpy(b, &v, 8);  // little-endian host (static_assert in dtype.cc)
+  out.append(b, 8);
+}
+
+std::span<const std::byte> AsBytes(const std::string& s) {
+  return std::as_bytes(std::span<const char>(s.data(), s.size()));
+}
+
+std::span<const std::byte> AsBytes(const std::vector<std::uint64_t>& v) {
+  return std::as_bytes(std::span<const std::uint64_t>(v));
+}
+
+// The header's tensor list for the given sizes; used both to reserve room (with the widest
+// numbers) and to write the final header.
+std::vector<TensorEntry> Tensors(DType dtype, std::uint64_t rows, std::uint64_t dim,
+                                 std::uint64_t blocks, bool keys, std::uint64_t slots,
+                                 std::uint64_t key_bytes, bool widest) {
+  constexpr std::uint64_t W = ~std::uint64_t{0};
+  std::vector<TensorEntry> t;
+  std::uint64_t off = 0;
+  auto add = [&](std::string_view name, std::string dt, std::vector<std::uint64_t> shape,
+                 std::uint64_t bytes) {
+    t.push_back({std::string(name), std::move(dt), std::move(shape), widest ? W : off,
+                 widest ? W : off + bytes});
+    off += bytes;
+  };
+  add(kTensorEmbedding, std::string(DTypeName(dtype)), {widest ? W : rows, dim},
+      rows * dim * DTypeSize(dtype));
+  add(kTensorChecksums, "U64", {widest ? W : blocks}, blocks * 8);
+  if (keys) {
+    add(kTensorKeyOffsets, "U64", {widest ? W : rows + 1}, (rows + 1) * 8);
+    add(kTensorKeyIndex, "U64", {widest ? W : slots}, slots * 8);
+    add(kTensorKeyBytes, "U8", {widest ? W : key_bytes}, key_bytes);
+  }
+  return t;
+}
+
+}  // namespace
+
+TableWriter::TableWriter(std::string path, WriterOptions options)
+    : path_(std::move(path)), options_(std::move(options)) {}
+
+TableWriter::~TableWriter() { Abort(); }
+
+Result<std::unique_ptr<TableWriter>> TableWriter::Create(const std::string& path,
+                                                         const WriterOptions& options) {
+  if (options.dim == 0) {
+    return Status::InvalidArgument("table '" + path + "': dim must be at least 1");
+  }
+  if (options.dim > (std::uint64_t{1} << 32)) {
+    return Status::InvalidArgument("table '" + path + "': dim " + std::to_string(options.dim) +
+                                   " is larger than 2^32");
+  }
+  for (const auto& [k, v] : options.metadata) {
+    if (k.empty()) return Status::InvalidArgument("table '" + path + "': empty metadata key");
+    if (k.rfind(kReservedMetaPrefix, 0) == 0) {
+      return Status::InvalidArgument("table '" + path + "': metadata key '" + k +
+                                     "' uses the reserved prefix 'embstore.'");
+    }
+  }
+  std::unique_ptr<TableWriter> w(new TableWriter(path, options));
+  EMBSTORE_RETURN_NOT_OK(w->Init());
+  return w;
+}
+
+Status TableWriter::Init() {
+  row_bytes_ = options_.dim * DTypeSize(options_.dtype);
+  block_rows_ = options_.block_rows ? options_.block_rows : DefaultBlockRows(row_bytes_);
+
+  auto now = std::chrono::system_clock::now();
+  metadata_ = {
+      {std::string(kMetaFormat), std::string(kFormatName)},
+      {std::string(kMetaVersion), std::to_string(kFormatVersion)},
+      {std::string(kMetaChecksum), std::string(kChecksumName)},
+      {std::string(kMetaBlockRows), std::to_string(block_rows_)},
+      {std::string(kMetaCreated),
+       Rfc3339Utc(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count())},
+      {std::string(kMetaCreator), options_.creator.empty()
+                                      ? "embstore " + std::string(EmbstoreVersion())
+                                      : options_.creator},
+  };
+  if (options_.source) {
+    metadata_.emplace_back(kMetaSourceName, options_.source->name);
+    metadata_.emplace_back(kMetaSourceSize, std::to_string(options_.source->size));
+    metadata_.emplace_back(kMetaSourceMtime, Rfc3339Utc(options_.source->mtime_unix));
+  }
+  for (const auto& kv : options_.metadata) metadata_.push_back(kv);
+
+  // Reserve room for the largest header these options can produce: every number at its widest.
+  HeaderContent widest{metadata_, Tensors(options_.dtype, 0, options_.dim, 0, options_.with_keys,
+                                          0, 0, /*widest=*/true)};
+  auto json = SerializeHeader(widest);
+  if (!json.ok()) return json.status().WithContext("table '" + path_ + "'");
+  std::uint64_t need = 8 + json->size();
+  data_start_ = (need + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
+
+  EMBSTORE_ASSIGN_OR_RETURN(file_, AtomicFile::Create(path_, options_.overwrite));
+  temp_path_ = file_->temp_path();
+  hasher_ = std::make_unique<Hasher>();
+  XXH3_64bits_reset(&hasher_->state);
+  buffer_.reserve(kBufferBytes);
+  return Status::OK();
+}
+
+Status TableWriter::Fail(Status st) {
+  Abort();
+  return st;
+}
+
+void TableWriter::HashAppended(std::span<const std::byte> encoded) {
+  const std::uint64_t block_bytes = block_rows_ * row_bytes_;
+  while (!encoded.empty()) {
+    std::uint64_t take = std::min<std::uint64_t>(block_bytes - block_fill_, encoded.size());
+    XXH3_64bits_update(&hasher_->state, encoded.data(), take);
+    block_fill_ += take;
+    encoded = encoded.subspan(take);
+    if (block_fill_ == block_bytes) {
+      checksums_.push_back(XXH3_64bits_digest(&hasher_->state));
+      XXH3_64bits_reset(&hasher_->state);
+      block_fill_ = 0;
+    }
+  }
+}
+
+Status TableWriter::FlushBuffer() {
+  if (buffer_.empty()) return Status::OK();
+  Status st = file_->WriteAt(data_start_ + flushed_, AsBytes(buffer_));
+  if (!st.ok()) return Fail(st);
+  flushed_ += buffer_.size();
+  buffer_.clear();
+  return Status::OK();
+}
+
+Status TableWriter::AppendRows(std::span<const std::byte> encoded) {
+  if (finished_ || !file_) {
+    return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");
+  }
+  if (encoded.size() % row_bytes_ != 0) {
+    return Fail(Status::InvalidArgument(
+        "table '" + path_ + "': appended " + std::to_string(encoded.size()) +
+        " bytes, not a whole number of " + std::to_string(row_bytes_) + "-byte rows"));
+  }
+  HashAppended(encoded);
+  rows_ += encoded.size() / row_bytes_;
+  if (buffer_.size() + encoded.size() > kBufferBytes) {
+    EMBSTORE_RETURN_NOT_OK(FlushBuffer());
+    if (encoded.size() >= kBufferBytes) {
+      Status st = file_->WriteAt(data_start_ + flushed_, encoded);
+      if (!st.ok()) return Fail(st);
+      flushed_ += encoded.size();
+      return Status::OK();
+    }
+  }
+  buffer_.append(reinterpret_cast<const char*>(encoded.data()), encoded.size());
+  return Status::OK();
+}
+
+Status TableWriter::AppendRowsF32(std::span<const float> values, OverflowPolicy overflow) {
+  if (values.size() % options_.dim != 0) {
+    return Fail(Status::InvalidArgument(
+        "table '" + path_ + "': appended " + std::to_string(values.size()) +
+        " values, not a whole number of rows of " + std::to_string(options_.dim)));
+  }
+  if (options_.dtype == DType::kF32) return AppendRows(std::as_bytes(values));
+  std::vector<std::byte> enc(values.size() * DTypeSize(options_.dtype));
+  auto bad = ConvertFromF32(options_.dtype, values, enc, overflow);
+  if (bad) {
+    return Fail(Status::OutOfRange(
+        "table '" + path_ + "': value " + std::to_string(values[*bad]) + " at row " +
+        std::to_string(rows_ + *bad / options_.dim) + ", column " +
+        std::to_string(*bad % options_.dim) + " is too large for " +
+        std::string(DTypeName(options_.dtype))));
+  }
+  return AppendRows(enc);
+}
+
+Status TableWriter::OverwriteRows(std::uint64_t first_row, std::span<const std::byte> encoded) {
+  if (finished_ || !file_) {
+    return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");
+  }
+  if (encoded.size() % row_bytes_ != 0 || first_row > rows_ ||
+      encoded.size() / row_bytes_ > rows_ - first_row) {
+    return Fail(Status::InvalidArgument("table '" + path_ + "': cannot overwrite " +
+                                        std::to_string(encoded.size()) + " bytes at row " +
+                                        std::to_string(first_row) + " of " +
+                                        std::to_string(rows_) + " written rows"));
+  }
+  std::uint64_t nrows = encoded.size() / row_bytes_;
+  if (nrows == 0) return Status::OK();
+  std::uint64_t off = first_row * row_bytes_;
+  std::uint64_t end = off + encoded.size();
+  if (off < flushed_) {
+    std::uint64_t n = std::min(end, flushed_) - off;
+    Status st = file_->WriteAt(data_start_ + off, encoded.first(n));
+    if (!st.ok()) return Fail(st);
+  }
+  if (end > flushed_) {
+    std::uint64_t from = std::max(off, flushed_);
+    std::memcpy(buffer_.data() + (from - flushed_), encoded.data() + (from - off), end - from);
+  }
+  for (std::uint64_t b = first_row / block_rows_; b <= (first_row + nrows - 1) / block_rows_; ++b) {
+    dirty_blocks_.push_back(b);
+  }
+  return Status::OK();
+}
+
+Status TableWriter::AppendKeys(std::span<const std::string_view> keys) {
+  if (finished_ || !file_) {
+    return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");
+  }
+  if (!options_.with_keys) {
+    return Fail(Status::InvalidArgument("table '" + path_ +
+                                        "': keys appended to a writer created without keys"));
+  }
+  for (std::string_view k : keys) {
+    if (k.empty() || k.size() > kMaxKeyBytes) {
+      return Fail(Status::InvalidArgument(
+          "table '" + path_ + "': key for row " + std::to_string(key_ends_.size()) + " is " +
+          std::to_string(k.size()) + " bytes; keys must be 1 to " +
+          std::to_string(kMaxKeyBytes) + " bytes"));
+    }
+    key_bytes_.append(k);
+    key_ends_.push_back(key_bytes_.size());
+  }
+  return Status::OK();
+}
+
+Status TableWriter::WriteTail(std::uint64_t data_end) {
+  std::uint64_t pos = data_end;
+  auto put = [&](std::span<const std::byte> bytes) -> Status {
+    EMBSTORE_RETURN_NOT_OK(file_->WriteAt(pos, bytes));
+    pos += bytes.size();
+    return Status::OK();
+  };
+  EMBSTORE_RETURN_NOT_OK(put(AsBytes(checksums_)));
+  if (!options_.with_keys) return Status::OK();
+
+  std::string offsets;
+  offsets.reserve((rows_ + 1) * 8);
+  PutU64(offsets, 0);
+  for (std::uint64_t e : key_ends_) PutU64(offsets, e);
+  EMBSTORE_RETURN_NOT_OK(put(AsBytes(offsets)));
+  offsets = std::string();
+
+  const std::uint64_t slots = KeySlotsFor(rows_);
+  std::vector<std::uint64_t> index(slots, kEmptySlot);
+  auto key = [&](std::uint64_t row) {
+    std::uint64_t b = row == 0 ? 0 : key_ends_[row - 1];
+    return std::string_view(key_bytes_).substr(b, key_ends_[row] - b);
+  };
+  for (std::uint64_t row = 0; row < rows_; ++row) {
+    std::string_view k = key(row);
+    std::uint64_t s = XXH3_64bits(k.data(), k.size()) & (slots - 1);
+    while (index[s] != kEmptySlot) {
+      if (key(index[s]) == k) {
+        return Status::AlreadyExists("table '" + path_ + "': duplicate key '" + std::string(k) +
+                                     "' at rows " + std::to_string(index[s]) + " and " +
+                                     std::to_string(row));
+      }
+      s = (s + 1) & (slots - 1);
+    }
+    index[s] = row;
+  }
+  EMBSTORE_RETURN_NOT_OK(put(AsBytes(index)));
+  return put(AsBytes(key_bytes_));
+}
+
+Status TableWriter::Finish() {
+  if (finished_ || !file_) {
+    return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");
+  }
+  if (options_.with_keys && key_ends_.size() != rows_) {
+    return Fail(Status::InvalidArgument("table '" + path_ + "': " + std::to_string(rows_) +
+                                        " rows but " + std::to_string(key_ends_.size()) +
+                                        " keys"));
+  }
+  EMBSTORE_RETURN_NOT_OK(FlushBuffer());
+  if (block_fill_ > 0) {
+    checksums_.push_back(XXH3_64bits_digest(&hasher_->state));
+    block_fill_ = 0;
+  }
+  // Rows rewritten after they were hashed: hash their blocks again from the file.
+  std::sort(dirty_blocks_.begin(), dirty_blocks_.end());
+  dirty_blocks_.erase(std::unique(dirty_blocks_.begin(), dirty_blocks_.end()), dirty_blocks_.end());
+  std::vector<std::byte> block;
+  for (std::uint64_t b : dirty_blocks_) {
+    std::uint64_t first = b * block_rows_;
+    std::uint64_t n = std::min(block_rows_, rows_ - first) * row_bytes_;
+    block.resize(n);
+    std::uint64_t got = 0;
+    while (got < n) {
+      ssize_t r = ::pread(file_->fd(), block.data() + got, n - got,
+                          static_cast<off_t>(data_start_ + first * row_bytes_ + got));
+      if (r <= 0) {
+        if (r < 0 && errno == EINTR) continue;
+        return Fail(Status::IOError("table '" + path_ + "': cannot read back block " +
+                                    std::to_string(b) + " of '" + temp_path_ + "'"));
+      }
+      got += static_cast<std::uint64_t>(r);
+    }
+    checksums_[b] = Checksum64(block);
+  }
+
+  const std::uint64_t data_end = data_start_ + rows_ * row_bytes_;
+  Status st = WriteTail(data_end);
+  if (!st.ok()) return Fail(st);
+
+  HeaderContent header{metadata_,
+                       Tensors(options_.dtype, rows_, options_.dim, checksums_.size(),
+                               options_.with_keys, KeySlotsFor(rows_), key_bytes_.size(), false)};
+  auto json = SerializeHeader(header);
+  if (!json.ok()) return Fail(json.status());
+  std::string head;
+  PutU64(head, data_start_ - 8);
+  head += *json;
+  if (head.size() > data_start_) {
+    return Fail(Status::Internal("table '" + path_ + "': header outgrew its reserved space"));
+  }
+  head.resize(data_start_, ' ');  // safetensors allows trailing spaces in the header
+  st = file_->WriteAt(0, AsBytes(head));
+  if (!st.ok()) return Fail(st);
+  st = file_->Commit();
+  if (!st.ok()) return Fail(st);
+  finished_ = true;
+  return Status::OK();
+}
+
+void TableWriter::Abort() {
+  if (file_) file_->Abort();
+  file_.reset();
+  buffer_.clear();
+}
+
+}  // namespace embstore::store
