@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Installs what embstore needs on Debian 12: the Debian packages in scripts/debian-packages.txt
+# and the Python packages in requirements.txt (into .venv). Safe to rerun; does nothing but check
+# when everything is present. Needs root (or sudo) only when a Debian package is missing.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+log() { echo "setup: $*"; }
+
+# --- Debian packages ---------------------------------------------------------------------------
+mapfile -t packages < <(sed -e 's/#.*//' -e 's/[[:space:]]*$//' scripts/debian-packages.txt | grep -v '^$')
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if ((${#missing[@]})); then
+  log "installing ${#missing[@]} Debian package(s): ${missing[*]}"
+  SUDO=""
+  if [[ $(id -u) -ne 0 ]]; then SUDO="sudo"; fi
+  export DEBIAN_FRONTEND=noninteractive
+  $SUDO apt-get update -qq
+  $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  log "Debian packages installed"
+else
+  log "Debian packages: all ${#packages[@]} present"
+fi
+
+# --- Python virtual environment ------------------------------------------------------------------
+PY="${EMBSTORE_PYTHON:-python3}"
+if [[ ! -x .venv/bin/python ]]; then
+  log "creating .venv with $($PY --version 2>&1)"
+  "$PY" -m venv .venv
+fi
+stamp=.venv/.embstore-requirements
+want="$(sha256sum requirements.txt | cut -d' ' -f1)"
+if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
+  log "installing Python packages from requirements.txt into .venv"
+  .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  echo "$want" >"$stamp"
+else
+  log "Python packages: up to date"
+fi
