@@ -88,6 +88,7 @@ bool OverflowsTo(DType t, float f) {
 }
 
 void ConvertToF32(DType t, std::span<const std::byte> src, std::span<float> dst) {
+  if (dst.empty()) return;  // an empty span may carry a null pointer, which memcpy must not get
   const auto& k = kernels::ActiveKernels();
   switch (t) {
     case DType::kF32: std::memcpy(dst.data(), src.data(), dst.size() * 4); return;
@@ -109,6 +110,7 @@ std::optional<std::size_t> ConvertFromF32(DType t, std::span<const float> src,
       if (OverflowsTo(t, src[i])) return i;
     }
   }
+  if (src.empty()) return std::nullopt;
   const auto& k = kernels::ActiveKernels();
   switch (t) {
     case DType::kF32: std::memcpy(dst.data(), src.data(), src.size() * 4); break;

@@ -43,6 +43,13 @@ struct Case {
   bool keys;
 };
 
+// Readable test names: "F16_77x5_keys".
+std::string CaseName(const ::testing::TestParamInfo<Case>& info) {
+  const Case& c = info.param;
+  return std::string(DTypeName(c.dtype)) + "_" + std::to_string(c.rows) + "x" +
+         std::to_string(c.dim) + (c.keys ? "_keys" : "");
+}
+
 class RoundTrip : public ::testing::TestWithParam<Case> {};
 
 TEST_P(RoundTrip, ReadsBackWhatWasWritten) {
@@ -88,7 +95,8 @@ INSTANTIATE_TEST_SUITE_P(
                       Case{DType::kBF16, 64, 3, false}, Case{DType::kBF16, 64, 3, true},
                       Case{DType::kF32, 0, 8, false}, Case{DType::kF32, 0, 8, true},
                       Case{DType::kF16, 0, 1, true}, Case{DType::kF32, 1, 1, false},
-                      Case{DType::kBF16, 1, 7, true}, Case{DType::kF16, 1, 300, false}));
+                      Case{DType::kBF16, 1, 7, true}, Case{DType::kF16, 1, 300, false}),
+    CaseName);
 
 TEST(Writer, StreamsInManySmallAppends) {
   std::string path = TempDir() + "/t.emb";
