@@ -18,9 +18,6 @@ RunFn Unavailable(CLI::App& app, const char* name, const char* description) {
 
 }  // namespace
 
-RunFn RegisterConvert(CLI::App& app) {
-  return Unavailable(app, "convert", "Convert a text embedding file into a table file");
-}
 RunFn RegisterServe(CLI::App& app) {
   return Unavailable(app, "serve", "Serve the tables of a directory over gRPC");
 }

@@ -1,0 +1,356 @@
+// The chunk-parsing algorithm, written once and compiled per instruction set (parse_*.cc).
+//
+// Include this only from a parse_<isa>.cc file, after defining the Isa policy. Everything here has
+// internal linkage and calls no inline library template that another translation unit could also
+// emit: the linker would otherwise be free to keep the copy compiled with AVX-512 flags and run it
+// on a CPU without AVX-512. Growing the output vectors goes through kernel_common.cc instead.
+//
+// The Isa policy provides:
+//   kSimd                      false for the scalar reference
+//   FindAny(p, end, re, set)   first byte in [p, end) that is one of set.c[0..5] (or end); may
+//                              read up to `re`
+// and, when kSimd:
+//   kWidth, Mask               bytes per block and the bitmask type for a block
+//   DigitMask(p)               bit i set when p[i] is an ASCII digit, i < kWidth
+//   Digits16(last, n)          value of the n <= 16 ASCII digits ending at `last`; reads the 16
+//                              bytes before `last`
+#ifndef EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
+#define EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
+
+#include <cstdint>
+#include <cstring>
+
+#include "convert/kernel.h"
+#include "convert/kernel_common.h"
+#include "convert/number.h"
+#include "embstore/store/format.h"
+
+namespace embstore::store::convert {
+namespace {
+
+struct CharSet {
+  char c[6];
+};
+
+inline bool IsDigitChar(char c) { return static_cast<unsigned char>(c - '0') < 10; }
+
+constexpr std::uint64_t kPow10U64[] = {1ull,
+                                       10ull,
+                                       100ull,
+                                       1000ull,
+                                       10000ull,
+                                       100000ull,
+                                       1000000ull,
+                                       10000000ull,
+                                       100000000ull,
+                                       1000000000ull,
+                                       10000000000ull,
+                                       100000000000ull,
+                                       1000000000000ull,
+                                       10000000000000ull,
+                                       100000000000000ull,
+                                       1000000000000000ull,
+                                       10000000000000000ull,
+                                       100000000000000000ull,
+                                       1000000000000000000ull,
+                                       10000000000000000000ull};
+
+template <class Isa>
+class ChunkParser {
+ public:
+  ChunkParser(const ChunkText& text, const ParseParams& params, ChunkResult* out)
+      : begin_(text.begin),
+        end_(text.end),
+        rb_(text.readable_begin),
+        re_(text.readable_end),
+        p_(params),
+        out_(out),
+        keyed_(params.layout == Layout::kKeyed),
+        comments_(params.layout == Layout::kMatrix ? params.comments : std::string_view()),
+        delim_(params.delimiter),
+        value_size_(params.dtype == DType::kF32 ? 4 : 2),
+        row_bytes_(static_cast<std::size_t>(params.dim) * value_size_) {
+    // Bytes that may end a field: blanks, line breaks, the delimiter, the first comment byte.
+    char comment0 = comments_.empty() ? '\n' : comments_[0];
+    char d = delim_ != 0 ? delim_ : '\n';
+    field_end_ = CharSet{{' ', '\t', '\n', '\r', d, comment0}};
+    line_end_ = CharSet{{'\n', '\r', '\n', '\r', '\n', '\r'}};
+    delim_end_ = CharSet{{'\n', '\r', d, comment0, d, d}};
+  }
+
+  void Run() {
+    const char* p = begin_;
+    line_ = 0;
+    line_begin_ = p;
+    while (p < end_) {
+      p = SkipBlanks(p);
+      if (p == end_) break;
+      char c = *p;
+      if (c == '\n' || c == '\r') {
+        p = ConsumeLineBreak(p);
+        continue;
+      }
+      if (IsCommentAt(p)) {
+        p = Isa::FindAny(p, end_, re_, line_end_);
+        continue;
+      }
+      p = ParseRow(p);
+      if (p == nullptr) return;  // error recorded
+    }
+    out_->lines = line_;
+  }
+
+ private:
+  bool IsBlank(char c) const { return (c == ' ' || c == '\t') && c != delim_; }
+  const char* SkipBlanks(const char* p) const {
+    while (p < end_ && IsBlank(*p)) ++p;
+    return p;
+  }
+  bool IsLineEnd(const char* p) const { return p == end_ || *p == '\n' || *p == '\r'; }
+  bool IsCommentAt(const char* p) const {
+    if (comments_.empty() || *p != comments_[0]) return false;
+    if (static_cast<std::size_t>(end_ - p) < comments_.size()) return false;
+    return std::memcmp(p, comments_.data(), comments_.size()) == 0;
+  }
+  // May a field end right before p?
+  bool EndsField(const char* p) const {
+    if (p == end_) return true;
+    char c = *p;
+    return c == ' ' || c == '\t' || c == '\n' || c == '\r' || (delim_ != 0 && c == delim_) ||
+           IsCommentAt(p);
+  }
+  // p is at '\n' or '\r': steps over "\n", "\r\n" or "\r".
+  const char* ConsumeLineBreak(const char* p) {
+    if (*p == '\r' && p + 1 < end_ && p[1] == '\n') ++p;
+    ++p;
+    ++line_;
+    line_begin_ = p;
+    return p;
+  }
+  // End of the field starting at p (for error extents and keys).
+  const char* FieldEnd(const char* p) const {
+    for (;;) {
+      p = Isa::FindAny(p, end_, re_, field_end_);
+      if (p == end_ || EndsField(p)) return p;
+      ++p;  // the first byte of a longer comment marker, alone: part of the field
+    }
+  }
+
+  // End of a delimited field starting at p, trailing blanks excluded.
+  const char* DelimitedFieldEnd(const char* p) const {
+    const char* e = p;
+    for (;;) {
+      e = Isa::FindAny(e, end_, re_, delim_end_);
+      if (e == end_ || *e != delim_end_.c[3] || IsCommentAt(e)) break;
+      ++e;  // the first byte of a longer comment marker, alone: part of the field
+    }
+    while (e > p && IsBlank(e[-1])) --e;
+    return e;
+  }
+
+  const char* Fail(ErrorKind kind, const char* at, std::size_t length, std::uint64_t found = 0) {
+    ChunkError& e = out_->error;
+    e.kind = kind;
+    e.line = line_;
+    e.line_begin = static_cast<std::size_t>(line_begin_ - begin_);
+    e.offset = static_cast<std::size_t>(at - begin_);
+    e.length = length;
+    e.found = found;
+    TruncateRows(out_, out_->rows, row_bytes_);
+    return nullptr;
+  }
+
+  // Counts the values left on the line from p (for a "too many values" message).
+  std::uint64_t CountRemainingFields(const char* p) const {
+    std::uint64_t n = 0;
+    for (;;) {
+      p = SkipBlanks(p);
+      if (IsLineEnd(p) || IsCommentAt(p)) return n;
+      ++n;
+      p = FieldEnd(p);
+      if (delim_ != 0) {
+        p = SkipBlanks(p);
+        if (p < end_ && *p == delim_) ++p;
+      }
+    }
+  }
+
+  // Parses the row starting at p (first non-blank byte of the line); returns the position of the
+  // line break that ends it (or end_), or nullptr after recording an error.
+  const char* ParseRow(const char* p) {
+    const char* key = nullptr;
+    std::size_t key_len = 0;
+    if (keyed_) {
+      key = p;
+      p = FieldEnd(p);
+      key_len = static_cast<std::size_t>(p - key);
+      if (key_len > kMaxKeyBytes) return Fail(ErrorKind::kKeyTooLong, key, key_len);
+      std::size_t bad = 0;
+      if (!ValidUtf8(std::string_view(key, key_len), &bad)) {
+        return Fail(ErrorKind::kBadKeyUtf8, key + bad, 1);
+      }
+    }
+    std::byte* dst = AppendRow(out_, row_bytes_);
+    const std::uint32_t dim = p_.dim;
+    for (std::uint32_t j = 0; j < dim; ++j) {
+      if (j > 0 || keyed_) {
+        // Separator before the value.
+        if (delim_ == 0) {
+          const char* q = SkipBlanks(p);
+          if (IsLineEnd(q) || IsCommentAt(q)) return Fail(ErrorKind::kTooFewValues, q, 0, j);
+          p = q;
+        } else {
+          p = SkipBlanks(p);
+          if (IsLineEnd(p) || IsCommentAt(p)) return Fail(ErrorKind::kTooFewValues, p, 0, j);
+          // The number parser stops only where a field may end, so this is the delimiter.
+          ++p;
+          p = SkipBlanks(p);
+          if (IsLineEnd(p) || IsCommentAt(p) || *p == delim_) {
+            return Fail(ErrorKind::kEmptyField, p, 0, j);
+          }
+        }
+      } else if (delim_ != 0 && *p == delim_) {
+        return Fail(ErrorKind::kEmptyField, p, 0, 0);
+      }
+      Decimal dec;
+      const char* q = Scan(p, &dec);
+      bool ok = q != nullptr && EndsField(q);
+      if (ok && delim_ != 0) {
+        // Fields are trimmed: only blanks may follow the number inside its field.
+        const char* r = SkipBlanks(q);
+        ok = IsLineEnd(r) || *r == delim_ || IsCommentAt(r);
+      }
+      if (!ok) {
+        const char* fe = delim_ != 0 ? DelimitedFieldEnd(p) : FieldEnd(p);
+        return Fail(ErrorKind::kBadNumber, p, static_cast<std::size_t>(fe - p));
+      }
+      Encoded enc = Encode(p_.dtype, dec, std::string_view(p, static_cast<std::size_t>(q - p)));
+      if (enc.overflow && p_.overflow_is_error) {
+        return Fail(ErrorKind::kOverflow, p, static_cast<std::size_t>(q - p));
+      }
+      if (value_size_ == 4) {
+        std::memcpy(dst, &enc.bits, 4);  // little-endian host
+        dst += 4;
+      } else {
+        auto h = static_cast<std::uint16_t>(enc.bits);
+        std::memcpy(dst, &h, 2);
+        dst += 2;
+      }
+      p = q;
+    }
+    p = SkipBlanks(p);
+    if (!IsLineEnd(p)) {
+      if (IsCommentAt(p)) {
+        p = Isa::FindAny(p, end_, re_, line_end_);
+      } else {
+        // In delimiter mode p is at the delimiter before the extra field.
+        const char* extra = delim_ != 0 ? SkipBlanks(p + 1) : p;
+        std::uint64_t more = CountRemainingFields(extra);
+        return Fail(ErrorKind::kTooManyValues, extra, 0, dim + (more == 0 ? 1 : more));
+      }
+    }
+    ++out_->rows;
+    if (keyed_) PushKey(out_, key, key_len, static_cast<std::uint32_t>(line_));
+    return p;
+  }
+
+  const char* Scan(const char* p, Decimal* dec) const {
+    if constexpr (Isa::kSimd) {
+      return ScanSimd(p, dec);
+    } else {
+      return ScanNumber(p, end_, dec);
+    }
+  }
+
+  // The SIMD path: one digit-mask load per digit run finds its length; Digits16 converts it.
+  // Anything unusual (inf/nan, runs of kWidth digits or more, > 19 digits, too close to the
+  // buffer's edges) takes the scalar path, which gives the same Decimal.
+  const char* ScanSimd(const char* p, Decimal* dec) const {
+    if (re_ - p < 2 * Isa::kWidth + 8 || p - rb_ < 16) return ScanNumber(p, end_, dec);
+    const char* s = p;
+    bool negative = false;
+    if (*s == '-' || *s == '+') {
+      negative = *s == '-';
+      ++s;
+    }
+    using Mask = typename Isa::Mask;
+    Mask m = Isa::DigitMask(s);
+    int ni = CountTrailingOnes(m);
+    if (ni == Isa::kWidth) return ScanNumber(p, end_, dec);
+    const char* fp = s + ni;
+    int nf = 0;
+    const char* t = fp;
+    if (*fp == '.') {
+      ++fp;
+      Mask mf = Isa::DigitMask(fp);
+      nf = CountTrailingOnes(mf);
+      if (nf == Isa::kWidth) return ScanNumber(p, end_, dec);
+      t = fp + nf;
+    }
+    if (ni + nf == 0) return ScanNumber(p, end_, dec);  // inf, nan or not a number
+    if (t >= end_) return ScanNumber(p, end_, dec);     // the run ran past the chunk
+    std::int64_t exp10 = 0;
+    if ((*t | 0x20) == 'e') {
+      const char* e = t + 1;
+      bool eneg = false;
+      if (e < end_ && (*e == '+' || *e == '-')) {
+        eneg = *e == '-';
+        ++e;
+      }
+      if (e < end_ && IsDigitChar(*e)) {
+        t = ScanExponentDigits(e, end_, &exp10);
+        if (eneg) exp10 = -exp10;
+      }
+    }
+    dec->negative = negative;
+    dec->kind = NumberKind::kFinite;
+    if (ni + nf <= 19 && ni <= 16 && nf <= 16) {
+      std::uint64_t w = 0;
+      if (ni > 0) w = Isa::Digits16(s + ni, ni);
+      if (nf > 0) w = w * kPow10U64[nf] + Isa::Digits16(fp + nf, nf);
+      dec->w = w;
+      dec->q = exp10 - nf;
+      dec->truncated = false;
+    } else {
+      DecimalFromRuns(s, ni, fp, nf, exp10, dec);
+    }
+    return t;
+  }
+
+  template <typename M>
+  static int CountTrailingOnes(M m) {
+    // Position of the first zero bit: __builtin_ctzll of the complement (never all ones here
+    // without the caller checking kWidth first; the complement of an all-ones mask is 0).
+    std::uint64_t inv = ~static_cast<std::uint64_t>(m);
+    if constexpr (sizeof(M) < 8) inv &= (std::uint64_t{1} << (8 * sizeof(M))) - 1;
+    return inv == 0 ? static_cast<int>(8 * sizeof(M)) : __builtin_ctzll(inv);
+  }
+
+  const char* const begin_;
+  const char* const end_;
+  const char* const rb_;
+  const char* const re_;
+  const ParseParams& p_;
+  ChunkResult* const out_;
+  const bool keyed_;
+  const std::string_view comments_;
+  const char delim_;
+  const std::size_t value_size_;
+  const std::size_t row_bytes_;
+  CharSet field_end_{};
+  CharSet line_end_{};
+  CharSet delim_end_{};  // c[3] is the first comment byte
+  std::uint64_t line_ = 0;
+  const char* line_begin_ = nullptr;
+};
+
+template <class Isa>
+void ParseChunkWith(const ChunkText& text, const ParseParams& params, ChunkResult* out) {
+  ChunkParser<Isa> parser(text, params, out);
+  parser.Run();
+}
+
+}  // namespace
+}  // namespace embstore::store::convert
+
+#endif  // EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_

@@ -1,0 +1,258 @@
+// Every SIMD kernel against the scalar reference kernel, on random text.
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "convert/kernel.h"
+
+namespace embstore::store::convert {
+namespace {
+
+// Parses `text` with `k`, with padding around it so whole SIMD blocks stay readable.
+ChunkResult ParseWith(const Kernel& k, const std::string& text, const ParseParams& p) {
+  const std::size_t pad = 128;
+  std::string buf(pad, '7');  // digits before the chunk must never leak into a number
+  buf += text;
+  buf += std::string(pad, '9');
+  ChunkText t{buf.data() + pad, buf.data() + pad + text.size(), buf.data(),
+              buf.data() + buf.size()};
+  ChunkResult r;
+  k.parse(t, p, &r);
+  return r;
+}
+
+void ExpectSame(const ChunkResult& a, const ChunkResult& b, const std::string& text) {
+  ASSERT_EQ(static_cast<int>(a.error.kind), static_cast<int>(b.error.kind)) << text;
+  EXPECT_EQ(a.error.line, b.error.line) << text;
+  EXPECT_EQ(a.error.line_begin, b.error.line_begin) << text;
+  EXPECT_EQ(a.error.offset, b.error.offset) << text;
+  EXPECT_EQ(a.error.length, b.error.length) << text;
+  EXPECT_EQ(a.error.found, b.error.found) << text;
+  EXPECT_EQ(a.rows, b.rows) << text;
+  EXPECT_EQ(a.lines, b.lines) << text;
+  ASSERT_EQ(a.values.size(), b.values.size()) << text;
+  EXPECT_EQ(std::memcmp(a.values.data(), b.values.data(), a.values.size()), 0) << text;
+  EXPECT_EQ(a.keys, b.keys) << text;
+  EXPECT_EQ(a.key_ends, b.key_ends) << text;
+  EXPECT_EQ(a.row_line, b.row_line) << text;
+}
+
+std::string RandomNumber(std::mt19937_64& rng) {
+  char buf[96];
+  std::uniform_int_distribution<int> kind(0, 9);
+  double v = std::normal_distribution<double>(0, 1)(rng) *
+             std::pow(10.0, std::uniform_int_distribution<int>(-8, 8)(rng));
+  switch (kind(rng)) {
+    case 0: std::snprintf(buf, sizeof buf, "%.18e", v); break;
+    case 1: std::snprintf(buf, sizeof buf, "%.8g", v); break;
+    case 2: std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(rng() % 25), v); break;
+    case 3: std::snprintf(buf, sizeof buf, "%+.3E", v); break;
+    case 4: std::snprintf(buf, sizeof buf, "%.30g", v); break;
+    case 5: {
+      // Long digit runs: 10 to 70 digits with a point somewhere.
+      std::string s;
+      int n = 10 + static_cast<int>(rng() % 60);
+      for (int i = 0; i < n; ++i) s += static_cast<char>('0' + rng() % 10);
+      s.insert(rng() % s.size(), ".");
+      return s;
+    }
+    case 6: {
+      const char* special[] = {"inf", "-Infinity", "nan", "+NaN", ".5", "5.", "-0", "1e005",
+                               "007", "1E+05"};
+      return special[rng() % 10];
+    }
+    default: std::snprintf(buf, sizeof buf, "%g", v); break;
+  }
+  return buf;
+}
+
+std::string RandomJunk(std::mt19937_64& rng) {
+  const char* junk[] = {"abc", "1_000", "0x1p3", ".", "1.5d0", "1e", "--1", "1.2.3", "",
+                        "\xff", "nan(1)", "1e5x", "+", "#", "1,5", "\r"};
+  return junk[rng() % 16];
+}
+
+std::string RandomText(std::mt19937_64& rng, const ParseParams& p, bool allow_errors) {
+  std::string s;
+  int rows = 1 + static_cast<int>(rng() % 40);
+  const char* breaks[] = {"\n", "\r\n", "\r"};
+  const char* brk = breaks[rng() % 3];
+  for (int r = 0; r < rows; ++r) {
+    int kind = static_cast<int>(rng() % 20);
+    if (kind == 0) {
+      s += brk;  // blank line
+      continue;
+    }
+    if (kind == 1 && p.layout == Layout::kMatrix) {
+      s += "# a comment 1 2 3";
+      s += brk;
+      continue;
+    }
+    if (rng() % 4 == 0) s += (rng() & 1) ? "  " : "\t";
+    if (p.layout == Layout::kKeyed) {
+      const char* keys[] = {"the", "caf\xc3\xa9", "x1", "1999", "#tag", "\xe2\x82\xac"};
+      s += keys[rng() % 6];
+      s += std::to_string(r);
+      s += ' ';
+    }
+    std::uint32_t n = p.dim;
+    if (allow_errors && rng() % 30 == 0) n = n + (rng() % 3) - 1;  // ragged
+    for (std::uint32_t j = 0; j < n; ++j) {
+      if (j > 0) {
+        if (p.delimiter != 0) {
+          if (rng() % 5 == 0) s += ' ';
+          s += p.delimiter;
+          if (rng() % 5 == 0) s += '\t';
+        } else {
+          s += (rng() % 6 == 0) ? " \t " : " ";
+        }
+      }
+      if (allow_errors && rng() % 400 == 0) {
+        s += RandomJunk(rng);
+      } else {
+        s += RandomNumber(rng);
+      }
+    }
+    if (rng() % 5 == 0) s += "  ";
+    if (p.layout == Layout::kMatrix && rng() % 7 == 0) s += " # trailing";
+    if (r + 1 < rows || rng() % 2 == 0) s += brk;
+  }
+  return s;
+}
+
+class KernelVsScalar : public ::testing::TestWithParam<const Kernel*> {};
+
+TEST_P(KernelVsScalar, AgreesOnRandomValidAndInvalidText) {
+  const Kernel& simd = *GetParam();
+  ParseChunkFn scalar_fn = &ParseChunkScalar;
+  Kernel scalar{"scalar", scalar_fn};
+  std::mt19937_64 rng(1234);
+  const int iterations = 3000;
+  for (int it = 0; it < iterations; ++it) {
+    ParseParams p;
+    p.layout = (rng() % 3 == 0) ? Layout::kKeyed : Layout::kMatrix;
+    p.delimiter = (p.layout == Layout::kMatrix && rng() % 3 == 0) ? ',' : '\0';
+    p.comments = (rng() % 4 == 0) ? "//" : "#";
+    p.dim = 1 + static_cast<std::uint32_t>(rng() % 12);
+    p.dtype = static_cast<DType>(rng() % 3);
+    p.overflow_is_error = (rng() & 1) != 0;
+    const std::string text = RandomText(rng, p, it % 2 == 1);
+    ChunkResult a = ParseWith(scalar, text, p);
+    ChunkResult b = ParseWith(simd, text, p);
+    ExpectSame(a, b, text);
+    if (HasFatalFailure()) return;
+  }
+}
+
+TEST_P(KernelVsScalar, AgreesOnRandomBytes) {
+  const Kernel& simd = *GetParam();
+  Kernel scalar{"scalar", &ParseChunkScalar};
+  std::mt19937_64 rng(99);
+  const char alphabet[] = "0123456789.eE+-  \t\n\r#,infaINFAxyz\xc3\xa9";
+  for (int it = 0; it < 5000; ++it) {
+    std::string text;
+    int n = static_cast<int>(rng() % 300);
+    for (int i = 0; i < n; ++i) text += alphabet[rng() % (sizeof(alphabet) - 1)];
+    ParseParams p;
+    p.layout = (rng() % 3 == 0) ? Layout::kKeyed : Layout::kMatrix;
+    p.delimiter = (p.layout == Layout::kMatrix && rng() % 3 == 0) ? ',' : '\0';
+    p.comments = "#";
+    p.dim = 1 + static_cast<std::uint32_t>(rng() % 4);
+    p.dtype = static_cast<DType>(rng() % 3);
+    ExpectSame(ParseWith(scalar, text, p), ParseWith(simd, text, p), text);
+    if (HasFatalFailure()) return;
+  }
+}
+
+std::vector<const Kernel*> SimdKernels() {
+  std::vector<const Kernel*> v;
+  for (const Kernel* k : SupportedKernels()) {
+    if (std::string(k->name) != "scalar") v.push_back(k);
+  }
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(Simd, KernelVsScalar, ::testing::ValuesIn(SimdKernels()),
+                         [](const auto& param_info) { return std::string(param_info.param->name); });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(KernelVsScalar);
+
+TEST(ScalarKernel, ParsesAMatrixWithCommentsBlankLinesAndCrlf) {
+  Kernel scalar{"scalar", &ParseChunkScalar};
+  ParseParams p;
+  p.dim = 2;
+  p.comments = "#";
+  std::string text = "1 2\r\n\r\n# c\r\n  3\t4 # x\r\n5 6";
+  ChunkResult r = ParseWith(scalar, text, p);
+  ASSERT_EQ(r.error.kind, ErrorKind::kNone);
+  ASSERT_EQ(r.rows, 3u);
+  EXPECT_EQ(r.lines, 4u);
+  float v[6];
+  std::memcpy(v, r.values.data(), sizeof v);
+  EXPECT_EQ(v[0], 1.0f);
+  EXPECT_EQ(v[3], 4.0f);
+  EXPECT_EQ(v[5], 6.0f);
+}
+
+TEST(ScalarKernel, ReportsRaggedRowsWithTheirPosition) {
+  Kernel scalar{"scalar", &ParseChunkScalar};
+  ParseParams p;
+  p.dim = 3;
+  ChunkResult r = ParseWith(scalar, "1 2 3\n4 5\n", p);
+  ASSERT_EQ(r.error.kind, ErrorKind::kTooFewValues);
+  EXPECT_EQ(r.error.line, 1u);
+  EXPECT_EQ(r.error.line_begin, 6u);
+  EXPECT_EQ(r.error.found, 2u);
+  EXPECT_EQ(r.rows, 1u);
+  EXPECT_EQ(r.values.size(), 12u);
+  r = ParseWith(scalar, "1 2 3 4 5\n", p);
+  ASSERT_EQ(r.error.kind, ErrorKind::kTooManyValues);
+  EXPECT_EQ(r.error.offset, 6u);
+  EXPECT_EQ(r.error.found, 5u);
+}
+
+TEST(ScalarKernel, ReportsBadTokensWholeAndEmptyFields) {
+  Kernel scalar{"scalar", &ParseChunkScalar};
+  ParseParams p;
+  p.dim = 2;
+  ChunkResult r = ParseWith(scalar, "1 2\n3 1.5d0\n", p);
+  ASSERT_EQ(r.error.kind, ErrorKind::kBadNumber);
+  EXPECT_EQ(r.error.offset, 6u);
+  EXPECT_EQ(r.error.length, 5u);
+  p.delimiter = ',';
+  r = ParseWith(scalar, "1,,2\n", p);
+  EXPECT_EQ(r.error.kind, ErrorKind::kEmptyField);
+  r = ParseWith(scalar, " 1 , 2 \n", p);
+  EXPECT_EQ(r.error.kind, ErrorKind::kNone);
+  r = ParseWith(scalar, "1 2,3\n", p);
+  EXPECT_EQ(r.error.kind, ErrorKind::kBadNumber);
+}
+
+TEST(ScalarKernel, KeyedRowsKeepTokensAndRejectBadUtf8) {
+  Kernel scalar{"scalar", &ParseChunkScalar};
+  ParseParams p;
+  p.layout = Layout::kKeyed;
+  p.dim = 2;
+  ChunkResult r = ParseWith(scalar, "caf\xc3\xa9 1 2 \n#tag 3 4\n", p);
+  ASSERT_EQ(r.error.kind, ErrorKind::kNone);
+  EXPECT_EQ(r.keys, "caf\xc3\xa9#tag");
+  EXPECT_EQ(r.key_ends, (std::vector<std::uint32_t>{5, 9}));
+  r = ParseWith(scalar, "ok 1 2\nbad\xc3( 3 4\n", p);
+  EXPECT_EQ(r.error.kind, ErrorKind::kBadKeyUtf8);
+  EXPECT_EQ(r.error.offset, 10u);
+}
+
+TEST(Utf8, RejectsOverlongsSurrogatesAndTruncation) {
+  std::size_t bad = 0;
+  EXPECT_TRUE(ValidUtf8("h\xc3\xa9llo \xf0\x9f\x98\x80", &bad));
+  EXPECT_FALSE(ValidUtf8("\xc0\xaf", &bad));          // overlong '/'
+  EXPECT_FALSE(ValidUtf8("\xed\xa0\x80", &bad));      // surrogate
+  EXPECT_FALSE(ValidUtf8("ab\xe2\x82", &bad));        // truncated
+  EXPECT_EQ(bad, 2u);
+  EXPECT_FALSE(ValidUtf8("\xf4\x90\x80\x80", &bad));  // past U+10FFFF
+}
+
+}  // namespace
+}  // namespace embstore::store::convert

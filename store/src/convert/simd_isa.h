@@ -1,0 +1,98 @@
+// The SIMD primitives of the chunk parser, written once over an xsimd architecture (private).
+// Included only by parse_avx2.cc and parse_avx512.cc, which are compiled with those ISA flags and
+// supply ToMask() for their architecture.
+#ifndef EMBSTORE_STORE_SRC_CONVERT_SIMD_ISA_H_
+#define EMBSTORE_STORE_SRC_CONVERT_SIMD_ISA_H_
+
+#include <immintrin.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include <xsimd/xsimd.hpp>
+
+#include "convert/parse_impl.h"
+
+namespace embstore::store::convert {
+namespace {
+
+// Mask is uint32_t or uint64_t: bit i describes byte i of the block.
+template <class Arch, class Mask>
+Mask ToMask(const xsimd::batch_bool<std::int8_t, Arch>& b);
+
+template <class Arch>
+struct SimdIsa {
+  using Batch = xsimd::batch<std::int8_t, Arch>;
+  static constexpr int kWidth = static_cast<int>(Batch::size);
+  static constexpr bool kSimd = true;
+  using Mask = std::conditional_t<kWidth == 64, std::uint64_t, std::uint32_t>;
+
+  static Batch Load(const char* p) {
+    return Batch::load_unaligned(reinterpret_cast<const std::int8_t*>(p));
+  }
+
+  // Scalar meaning: bit i = ('0' <= p[i] && p[i] <= '9'). In signed bytes, p[i] - '0' lies in
+  // [0, 9] exactly for the ten digits (every other byte value wraps outside that range).
+  static Mask DigitMask(const char* p) {
+    Batch d = Load(p) - Batch(static_cast<std::int8_t>('0'));
+    return ToMask<Arch, Mask>((d > Batch(static_cast<std::int8_t>(-1))) &
+                              (d < Batch(static_cast<std::int8_t>(10))));
+  }
+
+  // Scalar meaning: the first q in [p, end) with *q in set.c[0..5], else end. Whole blocks are
+  // loaded while they stay inside the readable range; the rest goes byte by byte.
+  static const char* FindAny(const char* p, const char* end, const char* re, const CharSet& set) {
+    const Batch c0(set.c[0]), c1(set.c[1]), c2(set.c[2]), c3(set.c[3]), c4(set.c[4]),
+        c5(set.c[5]);
+    while (p < end && re - p >= kWidth) {
+      Batch v = Load(p);
+      Mask m = ToMask<Arch, Mask>((v == c0) | (v == c1) | (v == c2) | (v == c3) | (v == c4) |
+                                  (v == c5));
+      if (m != 0) {
+        const char* hit = p + __builtin_ctzll(m);
+        return hit < end ? hit : end;
+      }
+      p += kWidth;
+    }
+    for (; p < end; ++p) {
+      char c = *p;
+      if (c == set.c[0] || c == set.c[1] || c == set.c[2] || c == set.c[3] || c == set.c[4] ||
+          c == set.c[5]) {
+        return p;
+      }
+    }
+    return end;
+  }
+
+  // Value of the n (1..16) ASCII digits that end at `last`. Scalar meaning: the loop
+  // v = v * 10 + digit over [last - n, last).
+  // One 16-byte load ending at `last` right-aligns the digits; lanes before them are zeroed, so
+  // the lanes hold the 16-digit number 0...0d1...dn. Then adjacent lanes combine pairwise:
+  // bytes -> 2-digit u16 (maddubs, weights 10,1), -> 4-digit u32 (madd, 100,1), -> packed u16,
+  // -> 8-digit u32 (madd, 10000,1); the two 8-digit halves give hi * 10^8 + lo.
+  // (xsimd 8.1 has no horizontal multiply-add, hence the SSE intrinsics on its registers.)
+  static std::uint64_t Digits16(const char* last, int n) {
+    using Narrow = xsimd::batch<std::int8_t, xsimd::sse4_2>;
+    Narrow v = Narrow::load_unaligned(reinterpret_cast<const std::int8_t*>(last - 16)) -
+               Narrow(static_cast<std::int8_t>('0'));
+    alignas(16) static constexpr std::int8_t kLane[16] = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                          8, 9, 10, 11, 12, 13, 14, 15};
+    const Narrow lane = Narrow::load_aligned(kLane);
+    v = xsimd::select(lane >= Narrow(static_cast<std::int8_t>(16 - n)), v, Narrow(0));
+    const __m128i w10 = _mm_setr_epi8(10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1, 10, 1);
+    const __m128i w100 = _mm_setr_epi16(100, 1, 100, 1, 100, 1, 100, 1);
+    const __m128i w10000 = _mm_setr_epi16(10000, 1, 10000, 1, 10000, 1, 10000, 1);
+    __m128i t = _mm_maddubs_epi16(v, w10);
+    t = _mm_madd_epi16(t, w100);
+    t = _mm_packus_epi32(t, t);
+    t = _mm_madd_epi16(t, w10000);
+    auto hi = static_cast<std::uint64_t>(static_cast<std::uint32_t>(_mm_cvtsi128_si32(t)));
+    auto lo = static_cast<std::uint64_t>(static_cast<std::uint32_t>(_mm_extract_epi32(t, 1)));
+    return hi * 100000000ull + lo;
+  }
+};
+
+}  // namespace
+}  // namespace embstore::store::convert
+
+#endif  // EMBSTORE_STORE_SRC_CONVERT_SIMD_ISA_H_
