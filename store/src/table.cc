@@ -8,6 +8,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <vector>
 
 #include <boost/interprocess/file_mapping.hpp>
 #include <boost/interprocess/mapped_region.hpp>
@@ -371,6 +372,17 @@ std::optional<std::uint64_t> Table::FindKey(std::string_view key) const {
     if (Key(row) == key) return row;
     s = (s + 1) & (key_slots_ - 1);
   }
+}
+
+std::uint64_t ContentId(const Table& t) {
+  std::vector<std::uint64_t> words;
+  words.reserve(4 + t.num_blocks());
+  words.push_back(t.rows());
+  words.push_back(t.dim());
+  words.push_back(static_cast<std::uint64_t>(t.dtype()));
+  words.push_back(t.block_rows());
+  for (std::uint64_t b = 0; b < t.num_blocks(); ++b) words.push_back(t.BlockChecksum(b));
+  return Checksum64(std::as_bytes(std::span<const std::uint64_t>(words)));  // little-endian host
 }
 
 }  // namespace embstore::store

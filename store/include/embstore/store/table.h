@@ -118,6 +118,12 @@ class Table {
   std::uint64_t key_bytes_size_ = 0;
 };
 
+// The version of a table's content: XXH3-64 of the little-endian u64s (rows, dim, dtype code
+// (F32 0, F16 1, BF16 2), block_rows, every block checksum). Two tables with the same ContentId
+// hold the same matrix; servers and clients use it to pin a table version (docs/PROTOCOL.md,
+// "Versions"). Reads only the checksum tensor.
+std::uint64_t ContentId(const Table& table);
+
 }  // namespace embstore::store
 
 #endif  // EMBSTORE_STORE_TABLE_H_
