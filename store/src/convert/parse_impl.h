@@ -20,6 +20,8 @@
 #include <cstdint>
 #include <cstring>
 
+#include <fast_float/fast_float.h>
+
 #include "convert/kernel.h"
 #include "convert/kernel_common.h"
 #include "convert/number.h"
@@ -54,6 +56,71 @@ constexpr std::uint64_t kPow10U64[] = {1ull,
                                        100000000000000000ull,
                                        1000000000000000000ull,
                                        10000000000000000000ull};
+
+// Fast encoders for the common case (finite, at most 19 digits), inlined into the SIMD kernels.
+// They return false whenever the answer needs care (a double exactly halfway between two 16-bit
+// values, subnormal doubles, infinities, Eisel-Lemire giving up); the out-of-line Encode*()
+// then decides, so results are identical to the scalar kernel's (parse_kernel_test.cc).
+
+// Eisel-Lemire straight to binary32 (one rounding from the exact decimal w * 10^q).
+inline bool FastF32(const Decimal& d, Encoded* out) {
+  const std::uint32_t sign = d.negative ? 0x80000000u : 0u;
+  if (d.w == 0) {
+    *out = Encoded{sign, false};
+    return true;
+  }
+  fast_float::adjusted_mantissa am =
+      fast_float::compute_float<fast_float::binary_format<float>>(d.q, d.w);
+  if (am.power2 < 0) return false;
+  const auto bits =
+      static_cast<std::uint32_t>(am.mantissa) | (static_cast<std::uint32_t>(am.power2) << 23);
+  *out = Encoded{bits | sign, bits == 0x7f800000u};
+  return true;
+}
+
+// Eisel-Lemire to binary64, then rounding the 53-bit significand to `precision` bits with
+// integer operations (scalar meaning: RoundDoubleToSmall in number.cc).
+inline bool FastSmall(const Decimal& d, int precision, int bias, Encoded* out) {
+  const std::uint32_t sign = d.negative ? 0x8000u : 0u;
+  if (d.w == 0) {
+    *out = Encoded{sign, false};
+    return true;
+  }
+  fast_float::adjusted_mantissa am =
+      fast_float::compute_float<fast_float::binary_format<double>>(d.q, d.w);
+  if (am.power2 <= 0 || am.power2 >= 0x7ff) return false;  // failed, subnormal or infinite
+  const std::uint64_t m = am.mantissa | (std::uint64_t{1} << 52);  // value = m * 2^(e - 52)
+  const int e = am.power2 - 1023;
+  const int emin = 1 - bias;
+  int shift = 52 - (precision - 1);
+  if (e < emin) shift += emin - e;  // the target is subnormal: fewer bits survive
+  if (shift > 60) return false;     // far below the smallest subnormal
+  std::uint64_t n = m >> shift;
+  const std::uint64_t rem = m & ((std::uint64_t{1} << shift) - 1);
+  const std::uint64_t half = std::uint64_t{1} << (shift - 1);
+  if (rem == half) return false;  // exactly halfway in binary64: the decimal's side decides
+  n += rem > half ? 1 : 0;
+  int te = e < emin ? emin : e;
+  if (n == (std::uint64_t{1} << precision)) {
+    n >>= 1;
+    ++te;
+  }
+  const std::uint32_t inf = ((1u << (15 - (precision - 1))) - 1) << (precision - 1);
+  if (te > bias) {
+    *out = Encoded{sign | inf, true};
+    return true;
+  }
+  const std::uint64_t hidden = std::uint64_t{1} << (precision - 1);
+  std::uint32_t bits;
+  if (n < hidden) {
+    bits = static_cast<std::uint32_t>(n);
+  } else {
+    bits = (static_cast<std::uint32_t>(te + bias) << (precision - 1)) |
+           static_cast<std::uint32_t>(n - hidden);
+  }
+  *out = Encoded{sign | bits, false};
+  return true;
+}
 
 template <class Isa>
 class ChunkParser {
@@ -224,7 +291,10 @@ class ChunkParser {
         const char* fe = delim_ != 0 ? DelimitedFieldEnd(p) : FieldEnd(p);
         return Fail(ErrorKind::kBadNumber, p, static_cast<std::size_t>(fe - p));
       }
-      Encoded enc = Encode(p_.dtype, dec, std::string_view(p, static_cast<std::size_t>(q - p)));
+      Encoded enc;
+      if (!FastEncode(dec, &enc)) {
+        enc = Encode(p_.dtype, dec, std::string_view(p, static_cast<std::size_t>(q - p)));
+      }
       if (enc.overflow && p_.overflow_is_error) {
         return Fail(ErrorKind::kOverflow, p, static_cast<std::size_t>(q - p));
       }
@@ -254,6 +324,22 @@ class ChunkParser {
     return p;
   }
 
+  bool FastEncode(const Decimal& d, Encoded* out) const {
+    if constexpr (Isa::kSimd) {
+      if (d.truncated || d.kind != NumberKind::kFinite) return false;
+      switch (p_.dtype) {
+        case DType::kF32: return FastF32(d, out);
+        case DType::kF16: return FastSmall(d, 11, 15, out);
+        case DType::kBF16: return FastSmall(d, 8, 127, out);
+      }
+      return false;
+    } else {
+      (void)d;
+      (void)out;
+      return false;  // the reference kernel always takes the plain path
+    }
+  }
+
   const char* Scan(const char* p, Decimal* dec) const {
     if constexpr (Isa::kSimd) {
       return ScanSimd(p, dec);
@@ -267,24 +353,24 @@ class ChunkParser {
   // buffer's edges) takes the scalar path, which gives the same Decimal.
   const char* ScanSimd(const char* p, Decimal* dec) const {
     if (re_ - p < 2 * Isa::kWidth + 8 || p - rb_ < 16) return ScanNumber(p, end_, dec);
-    const char* s = p;
-    bool negative = false;
-    if (*s == '-' || *s == '+') {
-      negative = *s == '-';
-      ++s;
-    }
+    // Branch-free sign: random signs would otherwise mispredict half the time.
+    const char c0 = *p;
+    const bool negative = c0 == '-';
+    const char* s = p + ((c0 == '-') | (c0 == '+'));
     using Mask = typename Isa::Mask;
-    Mask m = Isa::DigitMask(s);
-    int ni = CountTrailingOnes(m);
-    if (ni == Isa::kWidth) return ScanNumber(p, end_, dec);
+    constexpr int kW = Isa::kWidth;
+    // One block load classifies the whole token: leading digit run, then (after a '.') the
+    // fraction run, both as runs of ones in the digit mask.
+    const Mask m = Isa::DigitMask(s);
+    const int ni = CountTrailingOnes(m);
+    if (ni >= kW - 1) return ScanNumber(p, end_, dec);
     const char* fp = s + ni;
     int nf = 0;
     const char* t = fp;
     if (*fp == '.') {
       ++fp;
-      Mask mf = Isa::DigitMask(fp);
-      nf = CountTrailingOnes(mf);
-      if (nf == Isa::kWidth) return ScanNumber(p, end_, dec);
+      nf = CountTrailingOnes(static_cast<Mask>(m >> (ni + 1)));
+      if (ni + 1 + nf >= kW) return ScanNumber(p, end_, dec);  // may run past the block
       t = fp + nf;
     }
     if (ni + nf == 0) return ScanNumber(p, end_, dec);  // inf, nan or not a number
@@ -298,16 +384,35 @@ class ChunkParser {
         ++e;
       }
       if (e < end_ && IsDigitChar(*e)) {
-        t = ScanExponentDigits(e, end_, &exp10);
+        if (e + 3 < end_ && IsDigitChar(e[1]) && !IsDigitChar(e[2])) {
+          // The usual two-digit exponent ("e-05"), inline.
+          exp10 = (e[0] - '0') * 10 + (e[1] - '0');
+          t = e + 2;
+        } else {
+          t = ScanExponentDigits(e, end_, &exp10);
+        }
         if (eneg) exp10 = -exp10;
       }
     }
     dec->negative = negative;
     dec->kind = NumberKind::kFinite;
-    if (ni + nf <= 19 && ni <= 16 && nf <= 16) {
-      std::uint64_t w = 0;
-      if (ni > 0) w = Isa::Digits16(s + ni, ni);
-      if (nf > 0) w = w * kPow10U64[nf] + Isa::Digits16(fp + nf, nf);
+    if (ni <= 3 && ni + nf <= 19) {
+      // The integer part of typical tokens has one to three digits, and np.savetxt's '%.18e'
+      // has 18 fraction digits: scalar loops take the integer part and the fraction digits
+      // past the last 16, Digits16 the last 16 (w = ip * 10^nf + fraction, exact below 10^19).
+      std::uint64_t ip = 0;
+      for (int i = 0; i < ni; ++i) ip = ip * 10 + static_cast<std::uint64_t>(s[i] - '0');
+      const int head = nf > 16 ? nf - 16 : 0;
+      for (int i = 0; i < head; ++i) ip = ip * 10 + static_cast<std::uint64_t>(fp[i] - '0');
+      const int tail = nf - head;
+      std::uint64_t w = ip * kPow10U64[tail];
+      if (tail > 0) w += Isa::Digits16(fp + nf, tail);
+      dec->w = w;
+      dec->q = exp10 - nf;
+      dec->truncated = false;
+    } else if (ni <= 16 && nf <= 16 && ni + nf <= 19) {
+      std::uint64_t w = Isa::Digits16(s + ni, ni) * kPow10U64[nf];
+      if (nf > 0) w += Isa::Digits16(fp + nf, nf);
       dec->w = w;
       dec->q = exp10 - nf;
       dec->truncated = false;
