@@ -69,6 +69,27 @@ inline bool FastF32(const Decimal& d, Encoded* out) {
     *out = Encoded{sign, false};
     return true;
   }
+  if (d.w <= (std::uint64_t{1} << 53) && d.q >= -22 && d.q <= 22) {
+    // Clinger in binary64: w and 10^|q| are exact doubles, so one multiplication or division
+    // rounds once. Rounding that double to binary32 is then exact too, unless the double is
+    // exactly halfway between two floats (its 29 dropped bits are 1000...0) or the float would be
+    // subnormal; those go to Eisel-Lemire below, which rounds the decimal directly.
+    static constexpr double kP10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+    double v = static_cast<double>(d.w);
+    v = d.q < 0 ? v / kP10[-d.q] : v * kP10[d.q];
+    std::uint64_t db;
+    std::memcpy(&db, &v, 8);
+    const std::uint64_t dexp = db >> 52;  // v is positive
+    if ((db & 0x1fffffffu) != 0x10000000u && dexp > 1023 - 126) {
+      const float f = static_cast<float>(v);
+      std::uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      *out = Encoded{bits | sign, bits == 0x7f800000u};
+      return true;
+    }
+  }
   fast_float::adjusted_mantissa am =
       fast_float::compute_float<fast_float::binary_format<float>>(d.q, d.w);
   if (am.power2 < 0) return false;
