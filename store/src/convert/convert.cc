@@ -64,29 +64,40 @@ using convert::ParseParams;
 constexpr std::size_t kDefaultChunkBytes = 2u << 20;
 constexpr std::size_t kSnippetBytes = 60;
 
-// Quotes text for a message: printable ASCII and UTF-8 as is, other bytes as \xNN, cut at
-// kSnippetBytes.
+// Quotes text for a message: printable ASCII and valid UTF-8 as is, quotes and backslashes
+// escaped, every other byte as \xNN (so a message is always valid UTF-8); cut after about
+// kSnippetBytes, never inside a character.
 std::string Quote(std::string_view s) {
+  static const char* kHex = "0123456789abcdef";
   std::string out = "'";
-  std::size_t n = std::min(s.size(), kSnippetBytes);
-  for (std::size_t i = 0; i < n; ++i) {
+  std::size_t i = 0;
+  while (i < s.size() && i < kSnippetBytes) {
     auto c = static_cast<unsigned char>(s[i]);
+    if (c >= 0x80) {
+      std::size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+      std::size_t bad = 0;
+      if (i + len <= s.size() && convert::ValidUtf8(s.substr(i, len), &bad)) {
+        out.append(s.substr(i, len));
+        i += len;
+        continue;
+      }
+    }
     if (c == '\'' || c == '\\') {
       out += '\\';
       out += static_cast<char>(c);
-    } else if (c >= 0x20 && c != 0x7f) {
+    } else if (c >= 0x20 && c < 0x7f) {
       out += static_cast<char>(c);
     } else if (c == '\t') {
       out += "\\t";
     } else {
-      static const char* kHex = "0123456789abcdef";
       out += "\\x";
       out += kHex[c >> 4];
       out += kHex[c & 15];
     }
+    ++i;
   }
   out += "'";
-  if (s.size() > n) out += "...";
+  if (i < s.size()) out += "...";
   return out;
 }
 
