@@ -366,6 +366,20 @@ def test_bad_input_names_the_place_and_leaves_nothing(embstore_bin, tmp_path, co
     assert leftovers(tmp_path) == []
 
 
+@pytest.mark.parametrize("data,message", [
+    (b"2 2\nab " + struct.pack("<2f", 1, 2) + b"\ncd " + struct.pack("<f", 1),
+     "row 2 'cd': expected 8 bytes of values, the file ends after 4"),
+    (b"1 2\nab " + struct.pack("<2f", 1, 2) + b"\nextra", "continues after the 1 rows"),
+    (b"1 2\n\xff\xfe " + struct.pack("<2f", 1, 2), "key is not valid UTF-8"),
+])
+def test_bad_word2vec_binary(embstore_bin, tmp_path, data, message):
+    src = write(tmp_path / "v.bin", data)
+    out = convert(embstore_bin, src, tmp_path / "out.emb", "--format", "word2vec-binary")
+    assert out.returncode == 1, out.stdout
+    assert message in out.stderr
+    assert leftovers(tmp_path) == []
+
+
 def test_duplicate_key_policies(embstore_bin, tmp_path):
     src = write(tmp_path / "d.txt", "a 1 1\nb 2 2\na 3 3\n")
     out = convert(embstore_bin, src, tmp_path / "f.emb", "--on-duplicate-key", "first")

@@ -603,8 +603,10 @@ Status Converter::RunTextPipeline() {
     return Status::OK();
   }
 
-  // Workers parse chunks in any order; this thread hands them out and consumes results in input
-  // order. At most `max_inflight` chunks exist at once, which bounds memory.
+  // Workers parse chunks in any order; this thread hands them out, consumes results in input
+  // order and, while the next result is not ready, parses queued chunks itself. So `threads`
+  // threads parse (threads - 1 workers and this one) and none is left idle or oversubscribed.
+  // At most `max_inflight` chunks exist at once, which bounds memory.
   struct Slot {
     Chunk chunk;
     ChunkResult result;
@@ -619,8 +621,8 @@ Status Converter::RunTextPipeline() {
   bool stop = false;
 
   std::vector<std::thread> workers;
-  workers.reserve(threads);
-  for (unsigned t = 0; t < threads; ++t) {
+  workers.reserve(threads - 1);
+  for (unsigned t = 0; t + 1 < threads; ++t) {
     workers.emplace_back([&] {
       for (;;) {
         std::size_t idx;
@@ -685,7 +687,20 @@ Status Converter::RunTextPipeline() {
     Slot& s = slots[next_write % max_inflight];
     {
       std::unique_lock<std::mutex> lock(mu);
-      done_cv.wait(lock, [&] { return s.ready; });
+      while (!s.ready) {
+        if (queue.empty()) {
+          done_cv.wait(lock);
+          continue;
+        }
+        std::size_t idx = queue.front();
+        queue.pop_front();
+        lock.unlock();
+        Slot& mine = slots[idx];
+        mine.result.Clear();
+        kernel.parse(mine.chunk.text, params_, &mine.result);
+        lock.lock();
+        mine.ready = true;
+      }
     }
     st = ConsumeResult(s.chunk, s.result);
     s.chunk = Chunk{};
