@@ -18,9 +18,6 @@ RunFn Unavailable(CLI::App& app, const char* name, const char* description) {
 
 }  // namespace
 
-RunFn RegisterServe(CLI::App& app) {
-  return Unavailable(app, "serve", "Serve the tables of a directory over gRPC");
-}
 RunFn RegisterPull(CLI::App& app) {
   return Unavailable(app, "pull", "Download a table from a server");
 }

@@ -1,0 +1,172 @@
+// `embstore serve`: serves the tables of a directory over gRPC until SIGTERM or SIGINT.
+#include <signal.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "command.h"
+#include "embstore/server/log.h"
+#include "embstore/server/server.h"
+
+namespace embstore::cli {
+namespace {
+
+struct ServeFlags {
+  std::string store;
+  std::vector<std::string> listen;
+  std::string config_file;
+  std::string metrics_listen;
+  std::int64_t poll_interval_ms = 0;
+  std::int64_t shutdown_grace_ms = 0;
+  bool verify_on_load = false;
+  std::uint32_t max_streams = 0;
+  std::uint64_t max_lookup_batch = 0;
+  std::uint64_t default_chunk_bytes = 0;
+  std::uint64_t max_chunk_bytes = 0;
+  std::uint64_t max_receive_message_bytes = 0;
+  std::int64_t keepalive_time_ms = 0;
+  std::int64_t keepalive_timeout_ms = 0;
+  std::string tls_cert, tls_key, tls_client_ca;
+  std::string auth_token_file;
+  std::string log_level;
+};
+
+// Flags given on the command line win over the configuration file, which wins over defaults.
+Status BuildConfig(CLI::App* sub, const ServeFlags& f, server::ServerConfig* c) {
+  if (!f.config_file.empty()) EMBSTORE_RETURN_NOT_OK(server::LoadConfigFile(f.config_file, c));
+  auto given = [sub](const char* name) { return sub->count(name) > 0; };
+  if (given("--store")) c->store_dir = f.store;
+  if (given("--listen")) c->listen = f.listen;
+  if (given("--metrics-listen")) c->metrics_listen = f.metrics_listen;
+  if (given("--poll-interval-ms")) c->poll_interval = std::chrono::milliseconds(f.poll_interval_ms);
+  if (given("--shutdown-grace-ms")) {
+    c->shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
+  }
+  if (given("--verify-on-load")) c->verify_on_load = f.verify_on_load;
+  if (given("--max-streams")) c->max_concurrent_streams = f.max_streams;
+  if (given("--max-lookup-batch")) c->service.max_lookup_batch = f.max_lookup_batch;
+  if (given("--default-chunk-bytes")) c->service.default_chunk_bytes = f.default_chunk_bytes;
+  if (given("--max-chunk-bytes")) c->service.max_chunk_bytes = f.max_chunk_bytes;
+  if (given("--max-receive-message-bytes")) {
+    c->max_receive_message_bytes = f.max_receive_message_bytes;
+  }
+  if (given("--keepalive-time-ms")) c->keepalive.time_ms = f.keepalive_time_ms;
+  if (given("--keepalive-timeout-ms")) c->keepalive.timeout_ms = f.keepalive_timeout_ms;
+  if (given("--tls-cert")) c->tls.cert_file = f.tls_cert;
+  if (given("--tls-key")) c->tls.key_file = f.tls_key;
+  if (given("--tls-client-ca")) c->tls.client_ca_file = f.tls_client_ca;
+  if (given("--auth-token-file")) {
+    c->auth_tokens.clear();
+    EMBSTORE_RETURN_NOT_OK(server::LoadTokenFile(f.auth_token_file, &c->auth_tokens));
+  }
+  if (given("--log-level")) c->log_level = f.log_level;
+  if (c->store_dir.empty()) {
+    return Status::InvalidArgument("no store directory: give --store DIR or \"store\" in the "
+                                   "config file");
+  }
+  if (c->listen.empty()) {
+    return Status::InvalidArgument("no listen address: give --listen ADDR or \"listen\" in the "
+                                   "config file");
+  }
+  return Status::OK();
+}
+
+int RunServe(CLI::App* sub, const ServeFlags& flags) {
+  server::ServerConfig config;
+  Status st = BuildConfig(sub, flags, &config);
+  if (!st.ok()) return ReportError("serve", st);
+
+  // Block the shutdown signals before any thread starts, so every thread inherits the mask and
+  // only the sigwait below receives them.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  ::signal(SIGPIPE, SIG_IGN);
+
+  auto srv = server::Server::Start(config);
+  if (!srv.ok()) return ReportError("serve", srv.status());
+  int sig = 0;
+  sigwait(&signals, &sig);
+  server::Log(server::LogLevel::kInfo, "shutdown requested",
+              {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"},
+               {"grace_ms", config.shutdown_grace.count()}});
+  (*srv)->Shutdown(config.shutdown_grace);
+  return kExitOk;
+}
+
+}  // namespace
+
+RunFn RegisterServe(CLI::App& app) {
+  CLI::App* sub = app.add_subcommand(
+      "serve",
+      "Serve every *.emb table of a directory over gRPC (embstore.v1; docs/PROTOCOL.md). New, "
+      "replaced and removed files are picked up while running. Stops gracefully on SIGTERM or "
+      "SIGINT.");
+  auto f = std::make_shared<ServeFlags>();
+  sub->add_option("--store", f->store, "Directory whose *.emb files are served (read only)");
+  sub->add_option("--listen", f->listen,
+                  "Address to serve on: HOST:PORT (port 0 picks a free one) or unix:PATH; "
+                  "repeat for several")
+      ->type_name("ADDR");
+  sub->add_option("--config", f->config_file,
+                  "JSON configuration file (docs/SERVING.md); flags override its values")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--metrics-listen", f->metrics_listen,
+                  "HOST:PORT for Prometheus metrics at GET /metrics (default: off)");
+  sub->add_option("--poll-interval-ms", f->poll_interval_ms,
+                  "How often the directory is rescanned for changed files (default 1000)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--shutdown-grace-ms", f->shutdown_grace_ms,
+                  "On SIGTERM/SIGINT, how long streams in flight may run before they are "
+                  "cancelled (default 10000)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_flag("--verify-on-load", f->verify_on_load,
+                "Check every block checksum of a file before serving it");
+  sub->add_option("--max-streams", f->max_streams,
+                  "Most concurrent StreamRows/StreamKeys calls (default 256)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-lookup-batch", f->max_lookup_batch,
+                  "Most rows or keys in one Lookup (default 16384)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--default-chunk-bytes", f->default_chunk_bytes,
+                  "Chunk payload size when a client does not ask (default 1048576)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-chunk-bytes", f->max_chunk_bytes,
+                  "Largest chunk payload a client may ask for (default 4128768, which fits "
+                  "the 4 MiB default receive limit of gRPC clients)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--max-receive-message-bytes", f->max_receive_message_bytes,
+                  "Largest request message accepted (default 4194304)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--keepalive-time-ms", f->keepalive_time_ms,
+                  "Ping idle connections this often (default 60000)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--keepalive-timeout-ms", f->keepalive_timeout_ms,
+                  "Close a connection whose ping is not answered within this (default 20000)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--tls-cert", f->tls_cert, "PEM server certificate chain (turns TLS on)")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--tls-client-ca", f->tls_client_ca,
+                  "PEM CA bundle; clients must present a certificate signed by it")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--auth-token-file", f->auth_token_file,
+                  "File of accepted bearer tokens, one a line; clients must send "
+                  "'authorization: Bearer <token>'")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--log-level", f->log_level, "debug, info, warn or error (default info)");
+  sub->footer(
+      "Logs are JSON lines on stderr. Exit codes: 0 after a graceful shutdown; 1 when the server "
+      "cannot start; 2 on usage errors.\nExample: embstore serve --store /data/tables --listen "
+      "0.0.0.0:7070 --listen unix:/run/embstore.sock --metrics-listen 127.0.0.1:9090");
+  return [sub, f]() { return RunServe(sub, *f); };
+}
+
+}  // namespace embstore::cli

@@ -1,0 +1,90 @@
+// Server: `embstore serve` as a library. Serves every table of a directory over gRPC
+// (embstore.v1.EmbStore, grpc.health.v1.Health, server reflection) and, optionally, Prometheus
+// metrics over HTTP. docs/PROTOCOL.md describes what clients see; docs/SERVING.md how to run it.
+//
+// Lifecycle: Start() validates the configuration, loads the catalog, binds every listen address
+// and returns a running server. BeginDrain() turns health to NOT_SERVING and refuses new RPCs
+// with UNAVAILABLE while streams in flight go on. Shutdown(grace) drains, waits up to `grace` for
+// in-flight RPCs, cancels the rest, and stops the catalog watcher and the metrics endpoint. The
+// destructor shuts down with no grace.
+//
+// Thread safety: BeginDrain/Shutdown may be called from any thread (a signal-waiting thread, for
+// instance), once or repeatedly.
+#ifndef EMBSTORE_SERVER_SERVER_H_
+#define EMBSTORE_SERVER_SERVER_H_
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "embstore/common/status.h"
+#include "embstore/server/service.h"
+
+namespace embstore::server {
+
+struct TlsConfig {
+  std::string cert_file;       // PEM server certificate chain; TLS is on when this is set
+  std::string key_file;        // PEM private key
+  std::string client_ca_file;  // PEM CA bundle: clients must present a certificate it signed
+};
+
+struct KeepaliveConfig {
+  std::int64_t time_ms = 60000;            // server pings an idle connection this often
+  std::int64_t timeout_ms = 20000;         // and closes it when the ping is not answered in time
+  std::int64_t min_client_ping_ms = 10000; // clients pinging more often are told to go away
+  bool permit_without_calls = true;        // clients may ping connections without RPCs
+  std::int64_t max_connection_idle_ms = 0; // close connections idle this long (0: never)
+};
+
+struct ServerConfig {
+  std::string store_dir;
+  // "host:port" (port 0 picks a free one) or "unix:/path". At least one.
+  std::vector<std::string> listen;
+  std::string metrics_listen;  // "host:port" for GET /metrics; empty: no endpoint
+  std::chrono::milliseconds poll_interval{1000};     // directory rescan period
+  std::chrono::milliseconds shutdown_grace{10000};   // used by the serve command on a signal
+  bool verify_on_load = false;                       // check all checksums before serving a file
+  ServiceOptions service;
+  std::uint32_t max_concurrent_streams = 256;        // StreamRows + StreamKeys over all clients
+  std::uint64_t max_receive_message_bytes = 4u << 20;  // largest request accepted
+  KeepaliveConfig keepalive;
+  TlsConfig tls;
+  // Bearer tokens accepted in the "authorization: Bearer <token>" metadata. Empty: no auth.
+  std::vector<std::string> auth_tokens;
+  std::string log_level = "info";
+};
+
+// Reads a JSON configuration file into `config` (docs/SERVING.md, "Configuration file"). Keys
+// not in the file keep their value. Unknown keys and mistyped values are InvalidArgument naming
+// the file and the key.
+Status LoadConfigFile(const std::string& path, ServerConfig* config);
+
+// Reads bearer tokens from a file, one a line; blank lines and lines starting with '#' skipped.
+Status LoadTokenFile(const std::string& path, std::vector<std::string>* tokens);
+
+class Server {
+ public:
+  static Result<std::unique_ptr<Server>> Start(const ServerConfig& config);
+  virtual ~Server() = default;
+
+  // The addresses actually bound, in the order of config.listen, with port 0 resolved
+  // ("127.0.0.1:41234", "unix:/run/embstore.sock").
+  virtual const std::vector<std::string>& addresses() const = 0;
+  // The metrics port actually bound; 0 without a metrics endpoint.
+  virtual int metrics_port() const = 0;
+
+  virtual void BeginDrain() = 0;
+  virtual void Shutdown(std::chrono::milliseconds grace) = 0;
+  // Blocks until Shutdown() has completed.
+  virtual void Wait() = 0;
+
+  // For tests and tooling.
+  virtual Catalog& catalog() = 0;
+  virtual std::string RenderMetrics() const = 0;
+};
+
+}  // namespace embstore::server
+
+#endif  // EMBSTORE_SERVER_SERVER_H_

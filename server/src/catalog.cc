@@ -1,0 +1,279 @@
+#include "embstore/server/catalog.h"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+#include "mapping_guard.h"
+
+namespace embstore::server {
+namespace {
+
+constexpr std::string_view kSuffix = ".emb";
+
+FileIdentity IdentityOf(const struct stat& st) {
+  FileIdentity id;
+  id.device = static_cast<std::uint64_t>(st.st_dev);
+  id.inode = static_cast<std::uint64_t>(st.st_ino);
+  id.size = static_cast<std::uint64_t>(st.st_size);
+  id.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
+  return id;
+}
+
+}  // namespace
+
+TableEntry::~TableEntry() {
+  guard_.reset();
+  table_.reset();
+  if (fd_ >= 0) ::close(fd_);
+}
+
+Status TableEntry::CheckIntact() const {
+  if (guard_ && guard_->poisoned()) {
+    return Status::Corruption("table '" + name_ + "': part of file " + path_ +
+                              " could not be read while it was being served (truncated or an I/O "
+                              "error); the data sent from it is not trustworthy");
+  }
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return Status::FromErrno("table '" + name_ + "': fstat " + path_, errno);
+  if (static_cast<std::uint64_t>(st.st_size) < file_.size) {
+    return Status::Corruption("table '" + name_ + "': file " + path_ + " shrank from " +
+                              std::to_string(file_.size) + " to " + std::to_string(st.st_size) +
+                              " bytes while being served (files must be replaced by rename, "
+                              "never rewritten in place)");
+  }
+  return Status::OK();
+}
+
+Catalog::Catalog(CatalogOptions options, CatalogEventFn on_event)
+    : options_(std::move(options)), on_event_(std::move(on_event)) {}
+
+Catalog::~Catalog() { StopWatching(); }
+
+Result<std::unique_ptr<Catalog>> Catalog::Open(const CatalogOptions& options,
+                                               CatalogEventFn on_event) {
+  if (options.dir.empty()) return Status::InvalidArgument("no store directory given");
+  char resolved[PATH_MAX];
+  if (::realpath(options.dir.c_str(), resolved) == nullptr) {
+    return Status::FromErrno("store directory '" + options.dir + "'", errno);
+  }
+  struct stat st;
+  if (::stat(resolved, &st) != 0) return Status::FromErrno("stat '" + options.dir + "'", errno);
+  if (!S_ISDIR(st.st_mode)) {
+    return Status::InvalidArgument("store directory '" + options.dir + "' is not a directory");
+  }
+  std::unique_ptr<Catalog> c(new Catalog(options, std::move(on_event)));
+  c->dir_ = resolved;
+  EMBSTORE_RETURN_NOT_OK(c->Refresh());
+  return c;
+}
+
+Status Catalog::ValidateName(std::string_view name) {
+  auto bad = [&](const char* why) {
+    std::string shown(name.substr(0, 80));
+    for (char& ch : shown) {
+      if (static_cast<unsigned char>(ch) < 0x20) ch = '?';
+    }
+    return Status::InvalidArgument("invalid table name '" + shown + "': " + why);
+  };
+  if (name.empty()) return bad("empty");
+  if (name.size() > 250) return bad("longer than 250 bytes");
+  if (name.front() == '.') return bad("starts with '.'");
+  for (char ch : name) {
+    if (ch == '/') return bad("contains '/'");
+    if (ch == '\0') return bad("contains a NUL byte");
+    if (static_cast<unsigned char>(ch) < 0x20) return bad("contains a control character");
+  }
+  return Status::OK();
+}
+
+Result<std::shared_ptr<const TableEntry>> Catalog::Get(std::string_view name) const {
+  EMBSTORE_RETURN_NOT_OK(ValidateName(name));
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = entries_.find(name);
+  if (it == entries_.end()) {
+    return Status::NotFound("table '" + std::string(name) + "' not found in " + dir_);
+  }
+  return it->second;
+}
+
+std::vector<std::shared_ptr<const TableEntry>> Catalog::List() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  std::vector<std::shared_ptr<const TableEntry>> out;
+  out.reserve(entries_.size());
+  for (const auto& [name, e] : entries_) out.push_back(e);
+  return out;
+}
+
+Result<std::shared_ptr<TableEntry>> Catalog::Load(const std::string& name,
+                                                  const std::string& path) {
+  // The fd and the mapping must refer to the same inode. Open the fd first, then map by path, and
+  // check that the path still names the fd's inode; a rename in between shows up as a mismatch
+  // and the next scan picks up the new file.
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::FromErrno("open " + path, errno);
+  struct stat st;
+  if (::fstat(fd, &st) != 0) {
+    int err = errno;
+    ::close(fd);
+    return Status::FromErrno("fstat " + path, err);
+  }
+  FileIdentity id = IdentityOf(st);
+  store::OpenOptions open_options;
+  open_options.verify = options_.verify_on_load;
+  auto table = store::Table::Open(path, open_options);
+  if (!table.ok()) {
+    ::close(fd);
+    return table.status();
+  }
+  struct stat after;
+  if (::stat(path.c_str(), &after) != 0 || IdentityOf(after) != id) {
+    ::close(fd);
+    return Status::Unavailable("file " + path + " changed while it was being opened");
+  }
+  std::shared_ptr<TableEntry> e(new TableEntry());
+  e->name_ = name;
+  e->path_ = path;
+  e->file_ = id;
+  e->fd_ = fd;
+  // The whole file is mapped from offset 0 (store::Table maps it entirely), so the mapping starts
+  // data_offset() bytes before row 0.
+  const store::Table& t = **table;
+  if (t.rows() > 0 && t.row_bytes() > 0) {
+    auto rows = t.RowBytes(0, t.rows());
+    if (!rows.ok()) return rows.status();  // e's destructor closes fd
+    const std::byte* base = rows->data() - t.data_offset();
+    auto guard = MappingGuard::Register(std::span<const std::byte>(base, t.file_size()));
+    if (!guard.ok()) return guard.status();  // e's destructor closes fd
+    e->guard_ = std::move(guard).value();
+  }
+  e->content_id_ = store::ContentId(t);  // reads the checksum tensor, so only once guarded
+  EMBSTORE_RETURN_NOT_OK(e->CheckIntact());
+  e->table_ = std::move(table).value();
+  return e;
+}
+
+Status Catalog::Refresh() {
+  std::lock_guard<std::mutex> refresh_lock(refresh_mu_);
+  DIR* d = ::opendir(dir_.c_str());
+  if (d == nullptr) return Status::FromErrno("list store directory " + dir_, errno);
+  std::map<std::string, std::pair<std::string, FileIdentity>> found;
+  errno = 0;
+  while (struct dirent* de = ::readdir(d)) {
+    std::string fname = de->d_name;
+    if (fname.size() <= kSuffix.size() || fname.front() == '.') continue;
+    if (fname.compare(fname.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) continue;
+    std::string name = fname.substr(0, fname.size() - kSuffix.size());
+    if (!ValidateName(name).ok()) continue;
+    std::string path = dir_ + "/" + fname;
+    struct stat st;
+    // stat follows symlinks: a link inside the directory to a table elsewhere is served, but
+    // only names listed here can ever be opened.
+    if (::stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) continue;
+    found.emplace(std::move(name), std::make_pair(std::move(path), IdentityOf(st)));
+  }
+  ::closedir(d);
+
+  // Work out what changed without holding mu_ during the (slow) opens.
+  std::map<std::string, std::shared_ptr<const TableEntry>, std::less<>> current;
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    current = entries_;
+  }
+  std::vector<std::string> removed;
+  for (const auto& [name, e] : current) {
+    if (!found.count(name)) removed.push_back(name);
+  }
+  struct Loaded {
+    std::string name;
+    std::shared_ptr<TableEntry> entry;  // null: rejected
+  };
+  std::vector<Loaded> loaded;
+  for (const auto& [name, pf] : found) {
+    const auto& [path, id] = pf;
+    auto it = current.find(name);
+    if (it != current.end() && it->second->file() == id) continue;
+    auto rej = rejected_.find(name);
+    if (rej != rejected_.end() && rej->second == id) continue;  // already reported
+    auto entry = Load(name, path);
+    if (entry.ok()) {
+      loaded.push_back({name, std::move(entry).value()});
+      rejected_.erase(name);
+    } else {
+      if (entry.status().code() != StatusCode::kUnavailable) rejected_[name] = id;
+      if (on_event_) on_event_(name, path, 0, entry.status());
+      if (it != current.end()) loaded.push_back({name, nullptr});
+    }
+  }
+  for (auto it = rejected_.begin(); it != rejected_.end();) {
+    it = found.count(it->first) ? std::next(it) : rejected_.erase(it);
+  }
+
+  std::vector<std::shared_ptr<const TableEntry>> dropped;  // released outside the lock
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (const auto& name : removed) {
+      auto it = entries_.find(name);
+      if (it != entries_.end()) {
+        dropped.push_back(it->second);
+        entries_.erase(it);
+      }
+    }
+    for (auto& l : loaded) {
+      auto it = entries_.find(l.name);
+      if (it != entries_.end()) {
+        dropped.push_back(it->second);
+        entries_.erase(it);
+      }
+      if (l.entry) {
+        l.entry->generation_ = next_generation_++;
+        entries_.emplace(l.name, l.entry);
+      }
+    }
+  }
+  if (on_event_) {
+    for (const auto& name : removed) {
+      on_event_(name, dir_ + "/" + name + std::string(kSuffix), 0,
+                Status::NotFound("file removed"));
+    }
+    for (const auto& l : loaded) {
+      if (l.entry) on_event_(l.name, l.entry->path(), l.entry->generation(), Status::OK());
+    }
+  }
+  return Status::OK();
+}
+
+void Catalog::Watch() {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  if (watcher_.joinable() || stop_) return;
+  watcher_ = std::thread([this] {
+    std::unique_lock<std::mutex> wl(watch_mu_);
+    while (!stop_) {
+      watch_cv_.wait_for(wl, options_.poll_interval);
+      if (stop_) break;
+      wl.unlock();
+      Status st = Refresh();
+      if (!st.ok() && on_event_) on_event_("", dir_, 0, st);
+      wl.lock();
+    }
+  });
+}
+
+void Catalog::StopWatching() {
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    stop_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watcher_.joinable()) watcher_.join();
+}
+
+}  // namespace embstore::server

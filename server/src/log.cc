@@ -1,0 +1,74 @@
+#include "embstore/server/log.h"
+
+#include <sys/time.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <ctime>
+#include <string>
+
+namespace embstore::server {
+namespace {
+
+std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+
+const char* LevelName(LogLevel l) {
+  switch (l) {
+    case LogLevel::kDebug: return "debug";
+    case LogLevel::kInfo: return "info";
+    case LogLevel::kWarn: return "warn";
+    case LogLevel::kError: return "error";
+  }
+  return "info";
+}
+
+std::string Now() {
+  struct timeval tv;
+  ::gettimeofday(&tv, nullptr);
+  struct tm tm;
+  ::gmtime_r(&tv.tv_sec, &tm);
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
+                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
+                static_cast<int>(tv.tv_usec / 1000));
+  return buf;
+}
+
+}  // namespace
+
+Status SetLogLevel(std::string_view level) {
+  for (LogLevel l : {LogLevel::kDebug, LogLevel::kInfo, LogLevel::kWarn, LogLevel::kError}) {
+    if (level == LevelName(l)) {
+      g_level.store(static_cast<int>(l));
+      return Status::OK();
+    }
+  }
+  return Status::InvalidArgument("log level '" + std::string(level) +
+                                 "' is not one of debug, info, warn, error");
+}
+
+bool LogEnabled(LogLevel level) { return static_cast<int>(level) >= g_level.load(); }
+
+void Log(LogLevel level, std::string_view msg, const nlohmann::json& fields) {
+  if (!LogEnabled(level)) return;
+  nlohmann::ordered_json line;
+  line["ts"] = Now();
+  line["level"] = LevelName(level);
+  line["msg"] = msg;
+  if (fields.is_object()) {
+    for (auto it = fields.begin(); it != fields.end(); ++it) line[it.key()] = it.value();
+  }
+  // Invalid UTF-8 (e.g. a table name from a client) is replaced, never a throw.
+  std::string out = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  out.push_back('\n');
+  const char* p = out.data();
+  std::size_t left = out.size();
+  while (left > 0) {
+    ssize_t n = ::write(STDERR_FILENO, p, left);
+    if (n <= 0) break;
+    p += n;
+    left -= static_cast<std::size_t>(n);
+  }
+}
+
+}  // namespace embstore::server

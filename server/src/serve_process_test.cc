@@ -1,0 +1,206 @@
+// Out-of-process tests: the real `embstore serve` binary, started on 127.0.0.1:0, found through
+// its "listening" log line, and stopped with signals.
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <mutex>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "embstore/v1/embstore.grpc.pb.h"
+#include "test_util.h"
+#include "transport/grpc_test_util.h"
+
+extern char** environ;
+
+namespace embstore::server {
+namespace {
+
+using testing::TableSpec;
+using testing::TempDir;
+
+// A child `embstore` process whose stderr is collected line by line.
+class Child {
+ public:
+  explicit Child(const std::vector<std::string>& args) {
+    int fds[2];
+    if (::pipe2(fds, O_CLOEXEC) != 0) return;
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_adddup2(&fa, fds[1], STDERR_FILENO);
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    std::vector<std::string> full = {EMBSTORE_BIN};
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : full) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, EMBSTORE_BIN, &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
+    posix_spawn_file_actions_destroy(&fa);
+    ::close(fds[1]);
+    reader_ = std::thread([this, fd = fds[0]] {
+      char buf[4096];
+      ssize_t n;
+      while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+        std::lock_guard<std::mutex> lock(mu_);
+        err_.append(buf, static_cast<std::size_t>(n));
+      }
+      ::close(fd);
+    });
+  }
+  ~Child() {
+    if (pid_ > 0 && !exited_) {
+      ::kill(pid_, SIGKILL);
+      Wait();
+    }
+    if (reader_.joinable()) reader_.join();
+  }
+  std::string Stderr() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return err_;
+  }
+  // The first JSON log line whose msg is `msg`, waiting for it (bounded).
+  nlohmann::json AwaitLog(const std::string& msg) {
+    for (int i = 0; i < 3000; ++i) {
+      std::string all = Stderr();
+      std::size_t at = 0;
+      while (at < all.size()) {
+        std::size_t nl = all.find('\n', at);
+        if (nl == std::string::npos) break;
+        auto j = nlohmann::json::parse(all.substr(at, nl - at), nullptr, false);
+        if (j.is_object() && j.value("msg", "") == msg) return j;
+        at = nl + 1;
+      }
+      if (exited_ || HasExited()) return nullptr;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return nullptr;
+  }
+  bool HasExited() {
+    if (exited_) return true;
+    int st = 0;
+    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
+      exited_ = true;
+      status_ = st;
+    }
+    return exited_;
+  }
+  int Wait() {
+    if (!exited_) {
+      int st = 0;
+      ::waitpid(pid_, &st, 0);
+      exited_ = true;
+      status_ = st;
+    }
+    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
+  }
+  void Signal(int sig) { ::kill(pid_, sig); }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  bool exited_ = false;
+  int status_ = 0;
+  std::thread reader_;
+  std::mutex mu_;
+  std::string err_;
+};
+
+class ServeProcessTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(testing::WriteTestTable(dir_.File("words.emb"), words_).ok());
+  }
+  TempDir dir_;
+  TableSpec words_{.rows = 20000, .dim = 64, .dtype = store::DType::kF32, .with_keys = true,
+                   .block_rows = 0, .salt = 0};
+};
+
+TEST_F(ServeProcessTest, ServesAndStopsGracefullyOnSigterm) {
+  Child child({"serve", "--store", dir_.path(), "--listen", "127.0.0.1:0", "--metrics-listen",
+               "127.0.0.1:0", "--shutdown-grace-ms", "5000"});
+  nlohmann::json listening = child.AwaitLog("listening");
+  ASSERT_TRUE(listening.is_object()) << child.Stderr();
+  const std::string addr = listening["addresses"][0];
+  auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
+  auto stub = v1::EmbStore::NewStub(channel);
+  EXPECT_EQ(testing::HealthStatus(channel, ""), 1);
+
+  // A stream in flight when SIGTERM arrives runs to its end within the grace period.
+  grpc::ClientContext ctx;
+  v1::StreamRowsRequest req;
+  req.set_table("words");
+  auto reader = stub->StreamRows(&ctx, req);
+  std::vector<v1::RowChunk> chunks(1);
+  ASSERT_TRUE(reader->Read(&chunks[0]));
+  child.Signal(SIGTERM);
+  ASSERT_TRUE(child.AwaitLog("draining").is_object()) << child.Stderr();
+  v1::RowChunk c;
+  while (reader->Read(&c)) chunks.push_back(c);
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(testing::CheckRowStream(chunks, 0, words_.rows,
+                                    testing::ExpectedRowBytes(words_, 0, words_.rows)),
+            "");
+  EXPECT_EQ(child.Wait(), 0) << child.Stderr();
+  EXPECT_TRUE(child.AwaitLog("stopped").is_object());
+  nlohmann::json rpc = child.AwaitLog("rpc");
+  ASSERT_TRUE(rpc.is_object());
+  EXPECT_EQ(rpc["method"], "StreamRows");
+  EXPECT_EQ(rpc["code"], "OK");
+  EXPECT_TRUE(rpc.contains("ts"));
+  EXPECT_TRUE(rpc.contains("level"));
+}
+
+TEST_F(ServeProcessTest, ReadsAConfigFileAndFlagsOverrideIt) {
+  testing::WriteWholeFile(dir_.File("serve.json"),
+                          "{\n  // comments are allowed\n  \"store\": \"" + dir_.path() +
+                              "\",\n  \"listen\": [\"127.0.0.1:1\"],\n"
+                              "  \"limits\": {\"max_lookup_batch\": 2},\n"
+                              "  \"log_level\": \"info\"\n}\n");
+  Child child({"serve", "--config", dir_.File("serve.json"), "--listen", "127.0.0.1:0"});
+  nlohmann::json listening = child.AwaitLog("listening");
+  ASSERT_TRUE(listening.is_object()) << child.Stderr();
+  auto channel = grpc::CreateChannel(listening["addresses"][0].get<std::string>(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::EmbStore::NewStub(channel);
+  grpc::ClientContext ctx;
+  v1::LookupRequest req;
+  req.set_table("words");
+  for (int i = 0; i < 3; ++i) req.mutable_rows()->add_ids(i);
+  v1::LookupResponse resp;
+  EXPECT_EQ(stub->Lookup(&ctx, req, &resp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  child.Signal(SIGINT);
+  EXPECT_EQ(child.Wait(), 0) << child.Stderr();
+}
+
+TEST_F(ServeProcessTest, UsageErrorsExitTwoAndStartFailuresExitOne) {
+  {
+    Child child({"serve", "--listen", "127.0.0.1:0"});
+    EXPECT_EQ(child.Wait(), 2);
+    EXPECT_NE(child.Stderr().find("--store"), std::string::npos) << child.Stderr();
+  }
+  {
+    testing::WriteWholeFile(dir_.File("bad.json"), "{\"stroe\": \"x\"}");
+    Child child({"serve", "--config", dir_.File("bad.json")});
+    EXPECT_EQ(child.Wait(), 2);
+    EXPECT_NE(child.Stderr().find("unknown key 'stroe'"), std::string::npos) << child.Stderr();
+  }
+  {
+    Child child({"serve", "--store", dir_.File("missing"), "--listen", "127.0.0.1:0"});
+    EXPECT_EQ(child.Wait(), 1);
+    EXPECT_NE(child.Stderr().find("missing"), std::string::npos) << child.Stderr();
+  }
+  {
+    Child child({"serve", "--help"});
+    EXPECT_EQ(child.Wait(), 0);
+  }
+}
+
+}  // namespace
+}  // namespace embstore::server

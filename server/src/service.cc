@@ -1,0 +1,328 @@
+#include "embstore/server/service.h"
+
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+#include <string>
+
+#include "embstore/store/checksum.h"
+#include "embstore/store/format.h"
+
+namespace embstore::server {
+namespace {
+
+v1::DType ToProto(store::DType t) {
+  switch (t) {
+    case store::DType::kF32: return v1::DTYPE_F32;
+    case store::DType::kF16: return v1::DTYPE_F16;
+    case store::DType::kBF16: return v1::DTYPE_BF16;
+  }
+  return v1::DTYPE_UNSPECIFIED;
+}
+
+std::string Quote(const std::string& table) { return "table '" + table + "'"; }
+
+// Validates [begin, end) against a table of `rows` rows (PROTOCOL.md, "Row ranges").
+Status CheckRange(const std::string& table, std::uint64_t rows, std::uint64_t begin,
+                  std::uint64_t end) {
+  if (begin > rows) {
+    return Status::OutOfRange("begin_row " + std::to_string(begin) + " is past the end of " +
+                              Quote(table) + ", which has " + std::to_string(rows) + " rows");
+  }
+  if (end > rows) {
+    return Status::OutOfRange("end_row " + std::to_string(end) + " is past the end of " +
+                              Quote(table) + ", which has " + std::to_string(rows) + " rows");
+  }
+  if (begin > end) {
+    return Status::InvalidArgument("begin_row " + std::to_string(begin) + " is after end_row " +
+                                   std::to_string(end) + " for " + Quote(table));
+  }
+  return Status::OK();
+}
+
+// Asks the kernel to start reading [begin, end) of a mapping, widened to whole pages.
+void AdviseWillNeed(std::span<const std::byte> bytes) {
+  if (bytes.empty()) return;
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  auto b = reinterpret_cast<std::uintptr_t>(bytes.data()) & ~(page - 1);
+  auto e = reinterpret_cast<std::uintptr_t>(bytes.data() + bytes.size());
+  // Advice is a hint; a failure (e.g. a truncated file) changes nothing about correctness.
+  (void)::madvise(reinterpret_cast<void*>(b), e - b, MADV_WILLNEED);
+}
+
+}  // namespace
+
+Service::Service(std::shared_ptr<Catalog> catalog, ServiceOptions options)
+    : catalog_(std::move(catalog)), options_(options) {}
+
+void Service::FillTableInfo(const TableEntry& entry, bool with_metadata, v1::TableInfo* info) {
+  const store::Table& t = entry.table();
+  info->set_name(entry.name());
+  info->set_rows(t.rows());
+  info->set_dim(t.dim());
+  info->set_dtype(ToProto(t.dtype()));
+  info->set_row_bytes(t.row_bytes());
+  info->set_content_id(entry.content_id());
+  info->set_generation(entry.generation());
+  info->set_block_rows(t.block_rows());
+  info->set_num_blocks(t.num_blocks());
+  info->set_checksum_algorithm(std::string(store::kChecksumName));
+  info->set_has_keys(t.has_keys());
+  info->set_key_count(t.has_keys() ? t.rows() : 0);
+  info->set_key_bytes(t.has_keys() ? t.key_bytes() : 0);
+  info->set_format_version(t.format_version());
+  info->set_data_offset(t.data_offset());
+  if (with_metadata) {
+    for (const auto& [k, v] : t.user_metadata()) (*info->mutable_metadata())[k] = v;
+  }
+  v1::FileIdentity* f = info->mutable_file();
+  f->set_path(entry.path());
+  f->set_device(entry.file().device);
+  f->set_inode(entry.file().inode);
+  f->set_size(entry.file().size);
+  f->set_mtime_ns(entry.file().mtime_ns);
+}
+
+Result<std::shared_ptr<const TableEntry>> Service::Resolve(
+    const std::string& table, const std::optional<std::uint64_t>& expected) const {
+  EMBSTORE_ASSIGN_OR_RETURN(auto entry, catalog_->Get(table));
+  if (expected.has_value() && *expected != entry->content_id()) {
+    char buf[80];
+    std::snprintf(buf, sizeof buf, "expected content_id %016llx but it is now %016llx",
+                  static_cast<unsigned long long>(*expected),
+                  static_cast<unsigned long long>(entry->content_id()));
+    return Status::FailedPrecondition(Quote(table) + " changed: " + buf +
+                                      " (generation " + std::to_string(entry->generation()) +
+                                      "); restart the read from the beginning");
+  }
+  return entry;
+}
+
+Result<v1::ListTablesResponse> Service::ListTables(const v1::ListTablesRequest&) const {
+  v1::ListTablesResponse out;
+  for (const auto& e : catalog_->List()) FillTableInfo(*e, false, out.add_tables());
+  return out;
+}
+
+Result<v1::TableInfo> Service::DescribeTable(const v1::DescribeTableRequest& request) const {
+  EMBSTORE_ASSIGN_OR_RETURN(auto entry, Resolve(request.table(), std::nullopt));
+  v1::TableInfo info;
+  FillTableInfo(*entry, true, &info);
+  return info;
+}
+
+Result<std::unique_ptr<RowStream>> Service::StreamRows(const v1::StreamRowsRequest& r) const {
+  std::optional<std::uint64_t> expected;
+  if (r.has_expected_content_id()) expected = r.expected_content_id();
+  EMBSTORE_ASSIGN_OR_RETURN(auto entry, Resolve(r.table(), expected));
+  const store::Table& t = entry->table();
+  const std::uint64_t end = r.has_end_row() ? r.end_row() : t.rows();
+  EMBSTORE_RETURN_NOT_OK(CheckRange(r.table(), t.rows(), r.begin_row(), end));
+
+  const std::uint64_t row_bytes = std::max<std::uint64_t>(t.row_bytes(), 1);
+  if (row_bytes > options_.max_chunk_bytes) {
+    return Status::FailedPrecondition(
+        "rows of " + Quote(r.table()) + " are " + std::to_string(row_bytes) +
+        " bytes, more than the largest chunk this server sends (" +
+        std::to_string(options_.max_chunk_bytes) + " bytes)");
+  }
+  // The default is at least one row, so a request that says 0 always works.
+  std::uint64_t budget = r.chunk_bytes() == 0
+                             ? std::max(options_.default_chunk_bytes, row_bytes)
+                             : r.chunk_bytes();
+  if (budget > options_.max_chunk_bytes) {
+    return Status::InvalidArgument("chunk_bytes " + std::to_string(budget) +
+                                   " is more than the server's limit of " +
+                                   std::to_string(options_.max_chunk_bytes) + " bytes");
+  }
+  if (budget < row_bytes) {
+    return Status::InvalidArgument("chunk_bytes " + std::to_string(budget) +
+                                   " is smaller than one row of " + Quote(r.table()) + " (" +
+                                   std::to_string(row_bytes) + " bytes)");
+  }
+
+  auto s = std::make_unique<RowStream>();
+  s->entry_ = entry;
+  s->begin_ = s->next_ = r.begin_row();
+  s->end_ = end;
+  s->readahead_bytes_ = options_.readahead_bytes;
+  const std::uint64_t block_rows = std::max<std::uint64_t>(t.block_rows(), 1);
+  const std::uint64_t block_bytes = block_rows * row_bytes;
+  if (block_bytes <= budget) {
+    s->aligned_ = true;
+    s->chunk_rows_ = (budget / block_bytes) * block_rows;
+  } else {
+    s->aligned_ = false;
+    s->chunk_rows_ = budget / row_bytes;
+  }
+  return s;
+}
+
+Result<std::optional<RowChunkView>> RowStream::Next() {
+  if (sent_first_ && next_ >= end_) return std::optional<RowChunkView>();
+  const store::Table& t = entry_->table();
+  const std::uint64_t br = std::max<std::uint64_t>(t.block_rows(), 1);
+  const std::uint64_t pos = next_;
+  std::uint64_t stop;
+  if (aligned_) {
+    stop = std::min(end_, (pos / br) * br + chunk_rows_);
+  } else {
+    stop = std::min({end_, pos + chunk_rows_, (pos / br + 1) * br});
+  }
+  RowChunkView c;
+  c.entry = entry_;
+  c.first_row = pos;
+  c.row_count = stop - pos;
+  c.content_id = entry_->content_id();
+  c.first = !sent_first_;
+  if (c.first) c.chunk_rows = chunk_rows_;
+  EMBSTORE_RETURN_NOT_OK(entry_->CheckIntact());
+  EMBSTORE_ASSIGN_OR_RETURN(c.payload, t.RowBytes(pos, stop));
+  if (stop > pos) {
+    c.first_block = pos / br;
+    const std::uint64_t last_block = (stop - 1) / br;
+    c.block_checksums.reserve(last_block - c.first_block + 1);
+    for (std::uint64_t b = c.first_block; b <= last_block; ++b) {
+      c.block_checksums.push_back(t.BlockChecksum(b));
+    }
+    const bool whole = pos == c.first_block * br && stop == std::min(t.rows(), (last_block + 1) * br);
+    if (!whole) {
+      c.payload_checksum = store::Checksum64(c.payload);
+      // Hashing read the pages: a fault absorbed meanwhile means the sum is over zeros.
+      EMBSTORE_RETURN_NOT_OK(entry_->CheckIntact());
+    }
+  } else {
+    c.first_block = pos / br;
+  }
+  // Keep the kernel reading ahead of the I/O threads, in steps of half the window.
+  const std::uint64_t row_bytes = std::max<std::uint64_t>(t.row_bytes(), 1);
+  const std::uint64_t ahead_rows = readahead_bytes_ / row_bytes;
+  if (ahead_rows > 0 && advised_until_ < std::min(end_, stop + ahead_rows / 2)) {
+    const std::uint64_t from = std::max(advised_until_, stop);
+    const std::uint64_t to = std::min(end_, stop + ahead_rows);
+    if (from < to) {
+      auto ahead = t.RowBytes(from, to);
+      if (ahead.ok()) AdviseWillNeed(*ahead);
+    }
+    advised_until_ = to;
+  }
+  next_ = stop;
+  sent_first_ = true;
+  return std::optional<RowChunkView>(std::move(c));
+}
+
+Result<v1::LookupResponse> Service::Lookup(const v1::LookupRequest& r) const {
+  std::optional<std::uint64_t> expected;
+  if (r.has_expected_content_id()) expected = r.expected_content_id();
+  EMBSTORE_ASSIGN_OR_RETURN(auto entry, Resolve(r.table(), expected));
+  const store::Table& t = entry->table();
+  if (r.selector_case() == v1::LookupRequest::SELECTOR_NOT_SET) {
+    return Status::InvalidArgument("lookup in " + Quote(r.table()) +
+                                   " names neither rows nor keys");
+  }
+  const bool by_key = r.selector_case() == v1::LookupRequest::kKeys;
+  const std::uint64_t n = by_key ? r.keys().keys_size() : r.rows().ids_size();
+  if (n > options_.max_lookup_batch) {
+    return Status::ResourceExhausted("lookup of " + std::to_string(n) + (by_key ? " keys" : " rows") +
+                                     " in " + Quote(r.table()) + " exceeds the batch limit of " +
+                                     std::to_string(options_.max_lookup_batch) +
+                                     "; split the request");
+  }
+  if (by_key && !t.has_keys()) {
+    return Status::FailedPrecondition(Quote(r.table()) + " has no keys; look rows up by id");
+  }
+  v1::LookupResponse out;
+  out.set_content_id(entry->content_id());
+  out.set_dim(t.dim());
+  out.set_dtype(ToProto(t.dtype()));
+  std::vector<std::uint64_t> rows;
+  rows.reserve(n);
+  if (by_key) {
+    for (int i = 0; i < r.keys().keys_size(); ++i) {
+      auto row = t.FindKey(r.keys().keys(i));
+      if (row.has_value()) {
+        rows.push_back(*row);
+      } else {
+        out.add_missing(static_cast<std::uint32_t>(i));
+      }
+    }
+  } else {
+    for (int i = 0; i < r.rows().ids_size(); ++i) {
+      const std::uint64_t id = r.rows().ids(i);
+      if (id >= t.rows()) {
+        return Status::OutOfRange("row id " + std::to_string(id) + " (item " + std::to_string(i) +
+                                  " of the lookup) is past the end of " + Quote(r.table()) +
+                                  ", which has " + std::to_string(t.rows()) + " rows");
+      }
+      rows.push_back(id);
+    }
+  }
+  const std::uint64_t bytes = rows.size() * t.row_bytes();
+  if (bytes > options_.max_lookup_bytes) {
+    return Status::ResourceExhausted(
+        "lookup of " + std::to_string(rows.size()) + " rows in " + Quote(r.table()) + " needs " +
+        std::to_string(bytes) + " bytes, more than the reply limit of " +
+        std::to_string(options_.max_lookup_bytes) + " bytes; split the request");
+  }
+  std::string* data = out.mutable_data();
+  data->resize(bytes);
+  std::size_t at = 0;
+  for (std::uint64_t row : rows) {
+    EMBSTORE_ASSIGN_OR_RETURN(auto src, t.RowBytes(row, row + 1));
+    std::memcpy(data->data() + at, src.data(), src.size());
+    at += src.size();
+    out.add_rows(row);
+  }
+  EMBSTORE_RETURN_NOT_OK(entry->CheckIntact());  // the copies may have read absorbed faults
+  return out;
+}
+
+Result<std::unique_ptr<KeyStream>> Service::StreamKeys(const v1::StreamKeysRequest& r) const {
+  std::optional<std::uint64_t> expected;
+  if (r.has_expected_content_id()) expected = r.expected_content_id();
+  EMBSTORE_ASSIGN_OR_RETURN(auto entry, Resolve(r.table(), expected));
+  const store::Table& t = entry->table();
+  if (!t.has_keys()) return Status::FailedPrecondition(Quote(r.table()) + " has no keys");
+  const std::uint64_t end = r.has_end_row() ? r.end_row() : t.rows();
+  EMBSTORE_RETURN_NOT_OK(CheckRange(r.table(), t.rows(), r.begin_row(), end));
+  std::uint64_t budget = r.chunk_bytes() == 0 ? options_.default_key_chunk_bytes : r.chunk_bytes();
+  if (budget > options_.max_chunk_bytes) {
+    return Status::InvalidArgument("chunk_bytes " + std::to_string(budget) +
+                                   " is more than the server's limit of " +
+                                   std::to_string(options_.max_chunk_bytes) + " bytes");
+  }
+  auto s = std::make_unique<KeyStream>();
+  s->entry_ = entry;
+  s->next_ = r.begin_row();
+  s->end_ = end;
+  s->chunk_bytes_ = budget;
+  return s;
+}
+
+Result<std::optional<v1::KeyChunk>> KeyStream::Next() {
+  if (sent_any_ && next_ >= end_) return std::optional<v1::KeyChunk>();
+  const store::Table& t = entry_->table();
+  EMBSTORE_RETURN_NOT_OK(entry_->CheckIntact());
+  v1::KeyChunk c;
+  c.set_first_row(next_);
+  c.set_content_id(entry_->content_id());
+  std::uint64_t used = 0;
+  std::string* data = c.mutable_key_data();
+  while (next_ < end_) {
+    std::string_view key = t.Key(next_);
+    // Each key costs its bytes plus at most 3 bytes of packed length (keys are < 64 KiB).
+    const std::uint64_t cost = key.size() + 3;
+    if (c.key_lengths_size() > 0 && used + cost > chunk_bytes_) break;
+    data->append(key.data(), key.size());
+    c.add_key_lengths(static_cast<std::uint32_t>(key.size()));
+    used += cost;
+    ++next_;
+  }
+  EMBSTORE_RETURN_NOT_OK(entry_->CheckIntact());
+  sent_any_ = true;
+  return std::optional<v1::KeyChunk>(std::move(c));
+}
+
+}  // namespace embstore::server

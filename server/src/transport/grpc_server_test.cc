@@ -1,0 +1,579 @@
+// In-process server tests: a real gRPC server on 127.0.0.1:0 (or a unix socket), real channels,
+// the generated stubs a client would use.
+#include "embstore/server/server.h"
+
+#include <grpcpp/grpcpp.h>
+#include <httplib.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "embstore/store/checksum.h"
+#include "embstore/v1/embstore.grpc.pb.h"
+#include "grpc_test_util.h"
+#include "test_util.h"
+
+namespace embstore::server {
+namespace {
+
+using testing::CheckRowStream;
+using testing::ExpectedRowBytes;
+using testing::TableSpec;
+using testing::TempDir;
+using testing::WriteTestTable;
+
+struct Pulled {
+  grpc::Status status;
+  std::vector<v1::RowChunk> chunks;
+};
+
+Pulled PullAll(v1::EmbStore::Stub& stub, const v1::StreamRowsRequest& req,
+               grpc::ClientContext* ctx) {
+  Pulled out;
+  auto reader = stub.StreamRows(ctx, req);
+  v1::RowChunk c;
+  while (reader->Read(&c)) out.chunks.push_back(c);
+  out.status = reader->Finish();
+  return out;
+}
+
+v1::StreamRowsRequest RowsReq(const std::string& table, std::uint64_t chunk_bytes = 0) {
+  v1::StreamRowsRequest r;
+  r.set_table(table);
+  r.set_chunk_bytes(chunk_bytes);
+  return r;
+}
+
+// Waits (bounded) until `pred` holds; tests never assert how long that takes.
+template <typename Pred>
+bool Eventually(Pred pred) {
+  for (int i = 0; i < 2000; ++i) {
+    if (pred()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  return pred();
+}
+
+class ServerTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(WriteTestTable(dir_.File("words.emb"), words_).ok());
+    ASSERT_TRUE(WriteTestTable(dir_.File("plain.emb"), plain_).ok());
+    config_.store_dir = dir_.path();
+    config_.listen = {"127.0.0.1:0"};
+    config_.metrics_listen = "127.0.0.1:0";
+    config_.poll_interval = std::chrono::milliseconds(20);
+    config_.log_level = "error";
+  }
+
+  void Start() {
+    auto s = Server::Start(config_);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(s).value();
+    channel_ = Channel();
+    stub_ = v1::EmbStore::NewStub(channel_);
+  }
+
+  std::shared_ptr<grpc::Channel> Channel() {
+    grpc::ChannelArguments args;
+    args.SetInt("grpc.use_local_subchannel_pool", 1);  // a connection of its own
+    return grpc::CreateCustomChannel(server_->addresses().front(),
+                                     grpc::InsecureChannelCredentials(), args);
+  }
+
+  std::string Metrics() { return server_->RenderMetrics(); }
+
+  TempDir dir_;
+  TableSpec words_{.rows = 3000, .dim = 32, .dtype = store::DType::kF32, .with_keys = true,
+                   .block_rows = 100, .salt = 0};
+  TableSpec plain_{.rows = 10, .dim = 4, .dtype = store::DType::kF16, .with_keys = false,
+                   .block_rows = 4, .salt = 0};
+  ServerConfig config_;
+  std::unique_ptr<Server> server_;
+  std::shared_ptr<grpc::Channel> channel_;
+  std::unique_ptr<v1::EmbStore::Stub> stub_;
+};
+
+TEST_F(ServerTest, EveryRpcWorksOverTheWire) {
+  Start();
+  {
+    grpc::ClientContext ctx;
+    v1::ListTablesResponse list;
+    ASSERT_TRUE(stub_->ListTables(&ctx, {}, &list).ok());
+    ASSERT_EQ(list.tables_size(), 2);
+    EXPECT_EQ(list.tables(1).name(), "words");
+    EXPECT_EQ(list.tables(1).rows(), 3000u);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::DescribeTableRequest req;
+    req.set_table("words");
+    v1::TableInfo info;
+    ASSERT_TRUE(stub_->DescribeTable(&ctx, req, &info).ok());
+    EXPECT_EQ(info.key_count(), 3000u);
+    EXPECT_EQ(info.metadata().at("purpose"), "server test");
+    EXPECT_TRUE(std::filesystem::exists(info.file().path()));
+  }
+  {
+    grpc::ClientContext ctx;
+    Pulled p = PullAll(*stub_, RowsReq("words"), &ctx);
+    ASSERT_TRUE(p.status.ok()) << p.status.error_message();
+    EXPECT_EQ(CheckRowStream(p.chunks, 0, 3000, ExpectedRowBytes(words_, 0, 3000)), "");
+    // Counted when the call ends on the server, which may be just after the client saw it end.
+    EXPECT_TRUE(Eventually([&] {
+      return Metrics().find("embstore_bytes_served_total{table=\"words\"} " +
+                            std::to_string(3000 * 32 * 4) + "\n") != std::string::npos;
+    })) << Metrics();
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::LookupRequest req;
+    req.set_table("words");
+    req.mutable_keys()->add_keys("key-42");
+    req.mutable_keys()->add_keys("nope");
+    v1::LookupResponse resp;
+    ASSERT_TRUE(stub_->Lookup(&ctx, req, &resp).ok());
+    ASSERT_EQ(resp.rows_size(), 1);
+    EXPECT_EQ(resp.rows(0), 42u);
+    ASSERT_EQ(resp.missing_size(), 1);
+    EXPECT_EQ(resp.missing(0), 1u);
+    EXPECT_EQ(resp.data(), ExpectedRowBytes(words_, 42, 43));
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::StreamKeysRequest req;
+    req.set_table("words");
+    auto reader = stub_->StreamKeys(&ctx, req);
+    v1::KeyChunk c;
+    std::uint64_t n = 0;
+    while (reader->Read(&c)) {
+      std::size_t at = 0;
+      for (auto len : c.key_lengths()) {
+        EXPECT_EQ(c.key_data().substr(at, len), testing::TestKey(n));
+        at += len;
+        ++n;
+      }
+    }
+    EXPECT_TRUE(reader->Finish().ok());
+    EXPECT_EQ(n, 3000u);
+  }
+  EXPECT_TRUE(Eventually([&] {
+    return Metrics().find("embstore_requests_total{method=\"StreamKeys\",code=\"OK\"} 1") !=
+           std::string::npos;
+  })) << Metrics();
+}
+
+TEST_F(ServerTest, ErrorsMapToPreciseStatusCodes) {
+  Start();
+  auto stream_code = [&](const v1::StreamRowsRequest& r) {
+    grpc::ClientContext ctx;
+    Pulled p = PullAll(*stub_, r, &ctx);
+    EXPECT_TRUE(p.chunks.empty());
+    return std::make_pair(p.status.error_code(), p.status.error_message());
+  };
+  auto [c1, m1] = stream_code(RowsReq("missing"));
+  EXPECT_EQ(c1, grpc::StatusCode::NOT_FOUND);
+  EXPECT_NE(m1.find("'missing'"), std::string::npos);
+  EXPECT_EQ(stream_code(RowsReq("../plain")).first, grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_EQ(stream_code(RowsReq("words", 1ull << 30)).first, grpc::StatusCode::INVALID_ARGUMENT);
+  v1::StreamRowsRequest past = RowsReq("words");
+  past.set_begin_row(3001);
+  EXPECT_EQ(stream_code(past).first, grpc::StatusCode::OUT_OF_RANGE);
+  v1::StreamRowsRequest stale = RowsReq("words");
+  stale.set_expected_content_id(1);
+  EXPECT_EQ(stream_code(stale).first, grpc::StatusCode::FAILED_PRECONDITION);
+
+  {
+    grpc::ClientContext ctx;
+    v1::LookupRequest req;
+    req.set_table("plain");
+    req.mutable_keys()->add_keys("k");
+    v1::LookupResponse resp;
+    EXPECT_EQ(stub_->Lookup(&ctx, req, &resp).error_code(), grpc::StatusCode::FAILED_PRECONDITION);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::LookupRequest req;
+    req.set_table("words");
+    for (int i = 0; i < 20000; ++i) req.mutable_rows()->add_ids(1);
+    v1::LookupResponse resp;
+    grpc::Status st = stub_->Lookup(&ctx, req, &resp);
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+    EXPECT_NE(st.error_message().find("batch limit of 16384"), std::string::npos);
+  }
+  {
+    grpc::ClientContext ctx;
+    v1::DescribeTableRequest req;
+    req.set_table("");
+    v1::TableInfo info;
+    EXPECT_EQ(stub_->DescribeTable(&ctx, req, &info).error_code(),
+              grpc::StatusCode::INVALID_ARGUMENT);
+  }
+  // Bytes that are no protobuf message at all.
+  for (const char* method : {"/embstore.v1.EmbStore/DescribeTable", "/embstore.v1.EmbStore/Lookup"}) {
+    auto [st, resp] = testing::GenericUnary(channel_, method, "\xff\xff\xff\xff");
+    EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
+    EXPECT_NE(st.error_message().find("malformed"), std::string::npos);
+  }
+  auto [st, resps] = testing::GenericStreamOnce(channel_, "/embstore.v1.EmbStore/StreamRows",
+                                                "\x0a\x05wo");  // length past the end
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT);
+  EXPECT_NE(st.error_message().find("StreamRowsRequest"), std::string::npos);
+  const std::string m = Metrics();
+  EXPECT_NE(m.find("code=\"NOT_FOUND\""), std::string::npos);
+  EXPECT_NE(m.find("code=\"INVALID_ARGUMENT\""), std::string::npos);
+}
+
+TEST_F(ServerTest, LargestChunksFitTheDefaultClientReceiveLimit) {
+  TableSpec big{.rows = 20000, .dim = 64, .dtype = store::DType::kF32, .with_keys = false,
+                .block_rows = 0, .salt = 2};
+  ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
+  Start();
+  grpc::ClientContext ctx;
+  // The server's own limit, the largest a client may ask for.
+  Pulled p = PullAll(*stub_, RowsReq("big", config_.service.max_chunk_bytes), &ctx);
+  ASSERT_TRUE(p.status.ok()) << p.status.error_message();
+  EXPECT_EQ(CheckRowStream(p.chunks, 0, 20000, ExpectedRowBytes(big, 0, 20000)), "");
+  std::size_t largest = 0;
+  for (const auto& c : p.chunks) largest = std::max(largest, c.ByteSizeLong());
+  EXPECT_LE(largest, 4u << 20);
+  EXPECT_GT(largest, 3u << 20);
+}
+
+TEST_F(ServerTest, HotReloadDuringAStreamKeepsTheOldVersionForThatStream) {
+  Start();
+  grpc::ClientContext ctx;
+  auto reader = stub_->StreamRows(&ctx, RowsReq("words", 32 * 4 * 100));  // one block a chunk
+  std::vector<v1::RowChunk> chunks(1);
+  ASSERT_TRUE(reader->Read(&chunks[0]));
+  const std::uint64_t old_generation = chunks[0].table().generation();
+
+  TableSpec v2 = words_;
+  v2.salt = 7;
+  v2.rows = 500;
+  ASSERT_TRUE(WriteTestTable(dir_.File("words.emb"), v2).ok());
+  ASSERT_TRUE(Eventually([&] {
+    auto e = server_->catalog().Get("words");
+    return e.ok() && (*e)->generation() > old_generation;
+  }));
+  v1::RowChunk c;
+  while (reader->Read(&c)) chunks.push_back(c);
+  ASSERT_TRUE(reader->Finish().ok());
+  EXPECT_EQ(CheckRowStream(chunks, 0, 3000, ExpectedRowBytes(words_, 0, 3000)), "");
+
+  grpc::ClientContext ctx2;
+  Pulled fresh = PullAll(*stub_, RowsReq("words"), &ctx2);
+  ASSERT_TRUE(fresh.status.ok());
+  EXPECT_EQ(CheckRowStream(fresh.chunks, 0, 500, ExpectedRowBytes(v2, 0, 500)), "");
+  EXPECT_GT(fresh.chunks[0].table().generation(), old_generation);
+
+  // Removal: the table disappears from the listing and streams of it are NOT_FOUND.
+  ASSERT_EQ(::unlink(dir_.File("words.emb").c_str()), 0);
+  ASSERT_TRUE(Eventually([&] { return !server_->catalog().Get("words").ok(); }));
+  grpc::ClientContext ctx3;
+  EXPECT_EQ(PullAll(*stub_, RowsReq("words"), &ctx3).status.error_code(),
+            grpc::StatusCode::NOT_FOUND);
+}
+
+TEST_F(ServerTest, ClientCutOffMidStreamCostsNothing) {
+  TableSpec big{.rows = 100000, .dim = 64, .dtype = store::DType::kF32, .with_keys = false,
+                .block_rows = 0, .salt = 0};
+  ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
+  Start();
+  for (int round = 0; round < 2; ++round) {
+    auto channel = Channel();
+    auto stub = v1::EmbStore::NewStub(channel);
+    auto ctx = std::make_unique<grpc::ClientContext>();
+    auto reader = stub->StreamRows(ctx.get(), RowsReq("big"));
+    v1::RowChunk c;
+    ASSERT_TRUE(reader->Read(&c));
+    ASSERT_TRUE(Eventually([&] {
+      return Metrics().find("embstore_active_streams 1\n") != std::string::npos;
+    }));
+    if (round == 0) {
+      ctx->TryCancel();  // the client cancels
+      reader->Finish();
+    } else {
+      reader.reset();  // the client just goes away, connection and all
+      ctx.reset();
+      stub.reset();
+      channel.reset();
+    }
+    ASSERT_TRUE(Eventually([&] {
+      return Metrics().find("embstore_active_streams 0\n") != std::string::npos;
+    })) << Metrics();
+  }
+  EXPECT_NE(Metrics().find("embstore_requests_total{method=\"StreamRows\",code=\"CANCELLED\"} 2"),
+            std::string::npos) << Metrics();
+  grpc::ClientContext ctx;
+  v1::ListTablesResponse list;
+  EXPECT_TRUE(stub_->ListTables(&ctx, {}, &list).ok());
+}
+
+TEST_F(ServerTest, FileTruncatedUnderTheMappingFailsTheStreamNotTheServer) {
+  TableSpec big{.rows = 16384, .dim = 512, .dtype = store::DType::kF32, .with_keys = false,
+                .block_rows = 0, .salt = 0};  // 32 MiB, more than the transport buffers
+  ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
+  Start();
+  grpc::ClientContext ctx;
+  auto reader = stub_->StreamRows(&ctx, RowsReq("big", 64 << 10));
+  std::vector<v1::RowChunk> chunks(1);
+  ASSERT_TRUE(reader->Read(&chunks[0]));
+  ASSERT_EQ(::truncate(dir_.File("big.emb").c_str(), 8192), 0);  // in place, under the mapping
+  v1::RowChunk c;
+  while (reader->Read(&c)) chunks.push_back(c);
+  grpc::Status st = reader->Finish();
+  ASSERT_FALSE(st.ok());
+  EXPECT_TRUE(st.error_code() == grpc::StatusCode::DATA_LOSS ||
+              st.error_code() == grpc::StatusCode::UNAVAILABLE ||
+              st.error_code() == grpc::StatusCode::INTERNAL)
+      << st.error_code() << " " << st.error_message();
+  if (st.error_code() == grpc::StatusCode::DATA_LOSS) {
+    EXPECT_NE(st.error_message().find("big.emb"), std::string::npos) << st.error_message();
+  }
+  // Every chunk that arrived either is the table's data or fails its checksums: nothing wrong
+  // passes verification.
+  const std::string expected = ExpectedRowBytes(big, 0, big.rows);
+  const std::uint64_t row_bytes = 512 * 4;
+  for (const auto& ch : chunks) {
+    const std::string want =
+        expected.substr(ch.first_row() * row_bytes, ch.row_count() * row_bytes);
+    if (ch.payload() == want) continue;
+    auto bytes = std::as_bytes(std::span<const char>(ch.payload().data(), ch.payload().size()));
+    const std::uint64_t sum = store::Checksum64(bytes);
+    EXPECT_TRUE(ch.has_payload_checksum() ? sum != ch.payload_checksum()
+                                          : sum != ch.block_checksums(0));
+  }
+  // The process is alive and serves the other tables.
+  auto channel = Channel();
+  auto stub = v1::EmbStore::NewStub(channel);
+  grpc::ClientContext ctx2;
+  Pulled p = PullAll(*stub, RowsReq("words"), &ctx2);
+  ASSERT_TRUE(p.status.ok());
+  EXPECT_EQ(CheckRowStream(p.chunks, 0, 3000, ExpectedRowBytes(words_, 0, 3000)), "");
+}
+
+TEST_F(ServerTest, HealthIsNotServingWhileDrainingAndNewCallsAreUnavailable) {
+  Start();
+  EXPECT_EQ(testing::HealthStatus(channel_, ""), 1);
+  EXPECT_EQ(testing::HealthStatus(channel_, "embstore.v1.EmbStore"), 1);
+  server_->BeginDrain();
+  EXPECT_EQ(testing::HealthStatus(channel_, ""), 2);
+  EXPECT_EQ(testing::HealthStatus(channel_, "embstore.v1.EmbStore"), 2);
+  grpc::ClientContext ctx;
+  v1::ListTablesResponse list;
+  grpc::Status st = stub_->ListTables(&ctx, {}, &list);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::UNAVAILABLE);
+  EXPECT_NE(st.error_message().find("shutting down"), std::string::npos);
+  server_->Shutdown(std::chrono::milliseconds(100));
+}
+
+TEST_F(ServerTest, ShutdownLetsStreamsRunUntilTheGraceThenCancelsThem) {
+  TableSpec big{.rows = 100000, .dim = 64, .dtype = store::DType::kF32, .with_keys = false,
+                .block_rows = 0, .salt = 0};
+  ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
+  Start();
+  grpc::ClientContext ctx;
+  auto reader = stub_->StreamRows(&ctx, RowsReq("big"));
+  v1::RowChunk c;
+  ASSERT_TRUE(reader->Read(&c));  // then stop reading: the stream stalls on flow control
+  std::thread stopper([&] { server_->Shutdown(std::chrono::milliseconds(300)); });
+  stopper.join();  // returns once the grace is over and the stalled stream was cancelled
+  while (reader->Read(&c)) {
+  }
+  grpc::Status st = reader->Finish();
+  EXPECT_FALSE(st.ok());
+  server_->Wait();  // returns: shutdown completed
+}
+
+TEST_F(ServerTest, ReflectionListsTheService) {
+  Start();
+  // ServerReflectionRequest{list_services: ""}: field 7, string.
+  auto [st, resps] = testing::GenericStreamOnce(
+      channel_, "/grpc.reflection.v1alpha.ServerReflection/ServerReflectionInfo",
+      std::string("\x3a\x00", 2));
+  ASSERT_TRUE(st.ok()) << st.error_message();
+  ASSERT_EQ(resps.size(), 1u);
+  EXPECT_NE(resps[0].find("embstore.v1.EmbStore"), std::string::npos);
+  EXPECT_NE(resps[0].find("grpc.health.v1.Health"), std::string::npos);
+}
+
+TEST_F(ServerTest, BearerTokenIsRequiredWhenConfigured) {
+  config_.auth_tokens = {"first-token", "second-token"};
+  Start();
+  auto list = [&](const char* auth) {
+    grpc::ClientContext ctx;
+    if (auth) ctx.AddMetadata("authorization", auth);
+    v1::ListTablesResponse resp;
+    return stub_->ListTables(&ctx, {}, &resp);
+  };
+  EXPECT_EQ(list(nullptr).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_NE(list(nullptr).error_message().find("missing bearer token"), std::string::npos);
+  EXPECT_EQ(list("Bearer wrong").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(list("Basic Zmlyc3QtdG9rZW4=").error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_TRUE(list("Bearer second-token").ok());
+  EXPECT_TRUE(list("bearer first-token").ok());
+  grpc::ClientContext ctx;
+  EXPECT_EQ(PullAll(*stub_, RowsReq("words"), &ctx).status.error_code(),
+            grpc::StatusCode::UNAUTHENTICATED);
+  EXPECT_EQ(testing::HealthStatus(channel_, ""), 1);  // probes need no token
+}
+
+TEST_F(ServerTest, ConcurrentStreamLimitIsResourceExhausted) {
+  TableSpec big{.rows = 100000, .dim = 64, .dtype = store::DType::kF32, .with_keys = false,
+                .block_rows = 0, .salt = 0};
+  ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
+  config_.max_concurrent_streams = 1;
+  Start();
+  grpc::ClientContext ctx;
+  auto reader = stub_->StreamRows(&ctx, RowsReq("big"));
+  v1::RowChunk c;
+  ASSERT_TRUE(reader->Read(&c));
+  grpc::ClientContext ctx2;
+  Pulled second = PullAll(*stub_, RowsReq("words"), &ctx2);
+  EXPECT_EQ(second.status.error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  EXPECT_NE(second.status.error_message().find("limit of 1 concurrent"), std::string::npos);
+  ctx.TryCancel();
+  reader->Finish();
+  ASSERT_TRUE(Eventually([&] {
+    return Metrics().find("embstore_active_streams 0\n") != std::string::npos;
+  }));
+  grpc::ClientContext ctx3;
+  EXPECT_TRUE(PullAll(*stub_, RowsReq("words"), &ctx3).status.ok());
+}
+
+TEST_F(ServerTest, MetricsEndpointServesPrometheusText) {
+  Start();
+  grpc::ClientContext ctx;
+  v1::ListTablesResponse list;
+  ASSERT_TRUE(stub_->ListTables(&ctx, {}, &list).ok());
+  ASSERT_GT(server_->metrics_port(), 0);
+  httplib::Client http("127.0.0.1", server_->metrics_port());
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  EXPECT_NE(res->get_header_value("Content-Type").find("text/plain"), std::string::npos);
+  for (const char* want :
+       {"# TYPE embstore_bytes_served_total counter", "embstore_active_streams 0",
+        "embstore_requests_total{method=\"ListTables\",code=\"OK\"} 1",
+        "embstore_request_duration_seconds_bucket{method=\"ListTables\",le=\"+Inf\"} 1",
+        "embstore_request_duration_seconds_count{method=\"ListTables\"} 1", "embstore_tables 2",
+        "embstore_catalog_events_total{result=\"loaded\"} 2"}) {
+    EXPECT_NE(res->body.find(want), std::string::npos) << want << "\n" << res->body;
+  }
+}
+
+TEST_F(ServerTest, ServesOnAUnixSocketAsWell) {
+  const std::string sock = dir_.File("srv.sock");
+  config_.listen = {"127.0.0.1:0", "unix:" + sock};
+  Start();
+  ASSERT_EQ(server_->addresses().size(), 2u);
+  EXPECT_EQ(server_->addresses()[1], "unix:" + sock);
+  auto channel = grpc::CreateChannel("unix:" + sock, grpc::InsecureChannelCredentials());
+  auto stub = v1::EmbStore::NewStub(channel);
+  grpc::ClientContext ctx;
+  v1::ListTablesResponse list;
+  ASSERT_TRUE(stub->ListTables(&ctx, {}, &list).ok());
+  EXPECT_EQ(list.tables_size(), 2);  // the socket in the directory is no table
+}
+
+TEST_F(ServerTest, RefusesToStartOnBadConfiguration) {
+  ServerConfig c = config_;
+  c.listen.clear();
+  EXPECT_EQ(Server::Start(c).status().code(), StatusCode::kInvalidArgument);
+  c = config_;
+  c.store_dir = dir_.File("no-such-dir");
+  EXPECT_EQ(Server::Start(c).status().code(), StatusCode::kNotFound);
+  c = config_;
+  c.tls.cert_file = "x.pem";
+  EXPECT_EQ(Server::Start(c).status().code(), StatusCode::kInvalidArgument);
+  c = config_;
+  c.listen = {"256.1.1.1:99999"};
+  EXPECT_FALSE(Server::Start(c).ok());
+}
+
+// TLS with a throwaway CA, server and client certificates made by the openssl tool.
+class TlsTest : public ServerTest {
+ protected:
+  static bool Run(const std::string& cmd) {
+    return std::system((cmd + " >/dev/null 2>&1").c_str()) == 0;
+  }
+  bool MakeCerts() {
+    const std::string o = EMBSTORE_OPENSSL;
+    const std::string d = certs_.path() + "/";
+    const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
+    testing::WriteWholeFile(d + "server.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
+    return Run(o + " req -x509" + key + " -keyout " + d + "ca.key -out " + d +
+               "ca.pem -days 2 -subj /CN=embstore-test-ca") &&
+           Run(o + " req" + key + " -keyout " + d + "server.key -out " + d +
+               "server.csr -subj /CN=localhost") &&
+           Run(o + " x509 -req -in " + d + "server.csr -CA " + d + "ca.pem -CAkey " + d +
+               "ca.key -CAcreateserial -days 2 -out " + d + "server.pem -extfile " + d +
+               "server.ext") &&
+           Run(o + " req" + key + " -keyout " + d + "client.key -out " + d +
+               "client.csr -subj /CN=trainer") &&
+           Run(o + " x509 -req -in " + d + "client.csr -CA " + d + "ca.pem -CAkey " + d +
+               "ca.key -CAcreateserial -days 2 -out " + d + "client.pem");
+  }
+  std::shared_ptr<grpc::Channel> TlsChannel(bool with_client_cert) {
+    grpc::SslCredentialsOptions o;
+    o.pem_root_certs = testing::ReadWholeFile(certs_.File("ca.pem"));
+    if (with_client_cert) {
+      o.pem_private_key = testing::ReadWholeFile(certs_.File("client.key"));
+      o.pem_cert_chain = testing::ReadWholeFile(certs_.File("client.pem"));
+    }
+    grpc::ChannelArguments args;
+    args.SetSslTargetNameOverride("localhost");
+    args.SetInt("grpc.use_local_subchannel_pool", 1);
+    return grpc::CreateCustomChannel(server_->addresses().front(), grpc::SslCredentials(o), args);
+  }
+  static grpc::Status List(const std::shared_ptr<grpc::Channel>& ch) {
+    auto stub = v1::EmbStore::NewStub(ch);
+    grpc::ClientContext ctx;
+    ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(10));
+    v1::ListTablesResponse resp;
+    return stub->ListTables(&ctx, {}, &resp);
+  }
+  TempDir certs_;
+};
+
+TEST_F(TlsTest, ServesOverTlsAndChecksClientCertificates) {
+  ASSERT_TRUE(MakeCerts()) << "openssl failed";
+  config_.tls = {certs_.File("server.pem"), certs_.File("server.key"), certs_.File("ca.pem")};
+  Start();
+  auto good = TlsChannel(true);
+  EXPECT_TRUE(List(good).ok()) << List(good).error_message();
+  {
+    auto stub = v1::EmbStore::NewStub(good);
+    grpc::ClientContext ctx;
+    Pulled p = PullAll(*stub, RowsReq("words"), &ctx);
+    ASSERT_TRUE(p.status.ok());
+    EXPECT_EQ(CheckRowStream(p.chunks, 0, 3000, ExpectedRowBytes(words_, 0, 3000)), "");
+  }
+  EXPECT_EQ(List(TlsChannel(false)).error_code(), grpc::StatusCode::UNAVAILABLE);
+  auto plain = grpc::CreateChannel(server_->addresses().front(),
+                                   grpc::InsecureChannelCredentials());
+  EXPECT_EQ(List(plain).error_code(), grpc::StatusCode::UNAVAILABLE);
+}
+
+TEST_F(TlsTest, ServerCertificateAloneServesAnyTlsClient) {
+  ASSERT_TRUE(MakeCerts()) << "openssl failed";
+  config_.tls = {certs_.File("server.pem"), certs_.File("server.key"), ""};
+  config_.auth_tokens = {"tok"};
+  Start();
+  auto ch = TlsChannel(false);
+  auto stub = v1::EmbStore::NewStub(ch);
+  grpc::ClientContext ctx;
+  ctx.AddMetadata("authorization", "Bearer tok");
+  v1::ListTablesResponse resp;
+  EXPECT_TRUE(stub->ListTables(&ctx, {}, &resp).ok());
+  EXPECT_EQ(List(ch).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+}
+
+}  // namespace
+}  // namespace embstore::server

@@ -1,0 +1,22 @@
+// Hand encoding of the embstore.v1.RowChunk header (docs/PROTOCOL.md, "Zero-copy chunks").
+//
+// A RowChunk on the wire is the protobuf encoding of every field but `payload`, followed by the
+// tag and length of `payload` (field 15, placed last) and then the payload bytes themselves. The
+// server encodes only the first two parts; the payload goes out straight from the mapping. The
+// concatenation is an ordinary RowChunk message that any protobuf parser reads.
+#ifndef EMBSTORE_SERVER_SRC_TRANSPORT_ROW_CHUNK_CODEC_H_
+#define EMBSTORE_SERVER_SRC_TRANSPORT_ROW_CHUNK_CODEC_H_
+
+#include <string>
+
+#include "embstore/server/service.h"
+
+namespace embstore::server {
+
+// Appends the encoding of `chunk`'s fields 1-8 (table info from chunk.entry when chunk.first)
+// and the tag and length of field 15 to `out`. The message is `out` followed by chunk.payload.
+void EncodeRowChunkHeader(const RowChunkView& chunk, std::string* out);
+
+}  // namespace embstore::server
+
+#endif  // EMBSTORE_SERVER_SRC_TRANSPORT_ROW_CHUNK_CODEC_H_
