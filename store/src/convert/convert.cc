@@ -2,7 +2,9 @@
 // and every user-facing error message. The hot loop lives in the kernels (parse_impl.h).
 #include "embstore/store/convert.h"
 
+#include <sys/mman.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -155,6 +157,20 @@ bool ParseU64(std::string_view s, std::uint64_t* v) {
   }
   *v = x;
   return true;
+}
+
+// Maps a mapped chunk's pages in one call before parsing (MADV_POPULATE_READ, Linux 5.14+)
+// instead of taking a page fault every few pages; harmless where unsupported.
+void Prefault(const Chunk& c) {
+#ifdef MADV_POPULATE_READ
+  if (c.buffer) return;
+  static const auto page = static_cast<std::uintptr_t>(::sysconf(_SC_PAGESIZE));
+  auto begin = reinterpret_cast<std::uintptr_t>(c.text.begin) & ~(page - 1);
+  auto end = reinterpret_cast<std::uintptr_t>(c.text.end);
+  if (end > begin) ::madvise(reinterpret_cast<void*>(begin), end - begin, MADV_POPULATE_READ);
+#else
+  (void)c;
+#endif
 }
 
 struct Header {
@@ -596,6 +612,7 @@ Status Converter::RunTextPipeline() {
     bool got = have_first_;
     while (got) {
       r.Clear();
+      Prefault(c);
       kernel.parse(c.text, params_, &r);
       EMBSTORE_RETURN_NOT_OK(ConsumeResult(c, r));
       EMBSTORE_ASSIGN_OR_RETURN(got, chunker_->Next(&c));
@@ -635,6 +652,7 @@ Status Converter::RunTextPipeline() {
         }
         Slot& s = slots[idx];
         s.result.Clear();
+        Prefault(s.chunk);
         kernel.parse(s.chunk.text, params_, &s.result);
         {
           std::lock_guard<std::mutex> lock(mu);
@@ -697,6 +715,7 @@ Status Converter::RunTextPipeline() {
         lock.unlock();
         Slot& mine = slots[idx];
         mine.result.Clear();
+        Prefault(mine.chunk);
         kernel.parse(mine.chunk.text, params_, &mine.result);
         lock.lock();
         mine.ready = true;
