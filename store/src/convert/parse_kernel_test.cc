@@ -34,7 +34,7 @@ void ExpectSame(const ChunkResult& a, const ChunkResult& b, const std::string& t
   EXPECT_EQ(a.rows, b.rows) << text;
   EXPECT_EQ(a.lines, b.lines) << text;
   ASSERT_EQ(a.values.size(), b.values.size()) << text;
-  EXPECT_EQ(std::memcmp(a.values.data(), b.values.data(), a.values.size()), 0) << text;
+  EXPECT_TRUE(a.values == b.values) << text;
   EXPECT_EQ(a.keys, b.keys) << text;
   EXPECT_EQ(a.key_ends, b.key_ends) << text;
   EXPECT_EQ(a.row_line, b.row_line) << text;
