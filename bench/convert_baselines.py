@@ -48,19 +48,34 @@ def find_build_dir(explicit):
              "(cmake --preset release && cmake --build --preset release) or pass --build-dir")
 
 
-def measured(cmd, stdout_path=None):
-    """Runs cmd; returns (wall seconds, peak RSS in MiB, stdout text). Fails loudly on error."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+GNU_TIME = "/usr/bin/time"
+
+
+def measured(cmd):
+    """Runs cmd; returns (wall seconds, peak RSS in MiB, stdout text). Fails loudly on error.
+
+    Peak RSS comes from GNU time when it is installed: the kernel's maxrss of a process started
+    straight from this one would include this Python process's size at fork. Without GNU time
+    the wait4() figure is used, an upper bound."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
+            tempfile.NamedTemporaryFile(mode="r") as rss_file:
+        full = [str(c) for c in cmd]
+        use_time = os.access(GNU_TIME, os.X_OK)
+        if use_time:
+            full = [GNU_TIME, "-f", "%M", "-o", rss_file.name] + full
         t0 = time.perf_counter()
-        proc = subprocess.Popen([str(c) for c in cmd], stdout=out, stderr=err)
+        proc = subprocess.Popen(full, stdout=out, stderr=err)
         _, status, usage = os.wait4(proc.pid, 0)
         wall = time.perf_counter() - t0
         out.seek(0)
         err.seek(0)
         text, errtext = out.read().decode(), err.read().decode()
+        rss = usage.ru_maxrss / 1024.0
+        if use_time:
+            rss = int(rss_file.read().split()[-1]) / 1024.0
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"command failed: {' '.join(map(str, cmd))}\n{errtext}")
-    return wall, usage.ru_maxrss / 1024.0, text
+    return wall, rss, text
 
 
 BASELINE = r"""
@@ -131,6 +146,8 @@ def main():
     cores = os.cpu_count()
     print(f"embstore convert benchmark: {rows} x {args.dim} float32, {cores} cores, "
           f"build {build}, tables written to {args.out_dir or data}")
+    print("load average at start: %.2f %.2f %.2f (other work on the machine skews every number)"
+          % os.getloadavg())
     results = []
     for fmt, label in [("e18", "%.18e"), ("g8", "%.8g")]:
         path = data / f"{fmt}_{rows}x{args.dim}.txt"
@@ -187,6 +204,7 @@ def main():
               f"(numpy double-rounds rare halfway cases; embstore equals strtof)")
         results.append(row)
         out_table.unlink(missing_ok=True)
+    print("\nload average at end: %.2f %.2f %.2f" % os.getloadavg())
     if args.json:
         pathlib.Path(args.json).write_text(json.dumps(results, indent=2))
 
