@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <memory>
 #include <optional>
 #include <string>
@@ -97,7 +98,11 @@ int RunServe(CLI::App* sub, const ServeFlags& flags) {
               {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"},
                {"grace_ms", config.shutdown_grace.count()}});
   (*srv)->Shutdown(config.shutdown_grace);
-  return kExitOk;
+  // Everything the server owned is stopped and its last log line written. Leave without running
+  // gRPC's global teardown, which can wait up to 10 s for connection objects of clients that
+  // were cut off by the shutdown.
+  std::fflush(nullptr);
+  std::_Exit(kExitOk);
 }
 
 }  // namespace

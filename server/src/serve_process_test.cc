@@ -91,6 +91,7 @@ class Child {
     }
     return exited_;
   }
+  // Waits for the exit and for the last of its stderr.
   int Wait() {
     if (!exited_) {
       int st = 0;
@@ -98,6 +99,7 @@ class Child {
       exited_ = true;
       status_ = st;
     }
+    if (reader_.joinable()) reader_.join();
     return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
   }
   void Signal(int sig) { ::kill(pid_, sig); }
@@ -118,7 +120,9 @@ class ServeProcessTest : public ::testing::Test {
     ASSERT_TRUE(testing::WriteTestTable(dir_.File("words.emb"), words_).ok());
   }
   TempDir dir_;
-  TableSpec words_{.rows = 20000, .dim = 64, .dtype = store::DType::kF32, .with_keys = true,
+  // 51 MB: more than the connection's flow-control windows, so a stream that read one chunk is
+  // still running on the server.
+  TableSpec words_{.rows = 200000, .dim = 64, .dtype = store::DType::kF32, .with_keys = true,
                    .block_rows = 0, .salt = 0};
 };
 
@@ -140,7 +144,9 @@ TEST_F(ServeProcessTest, ServesAndStopsGracefullyOnSigterm) {
   std::vector<v1::RowChunk> chunks(1);
   ASSERT_TRUE(reader->Read(&chunks[0]));
   child.Signal(SIGTERM);
-  ASSERT_TRUE(child.AwaitLog("draining").is_object()) << child.Stderr();
+  nlohmann::json draining = child.AwaitLog("draining");
+  ASSERT_TRUE(draining.is_object()) << child.Stderr();
+  EXPECT_EQ(draining["active_streams"], 1);  // the stream was still running
   v1::RowChunk c;
   while (reader->Read(&c)) chunks.push_back(c);
   ASSERT_TRUE(reader->Finish().ok());

@@ -1,0 +1,623 @@
+// Loopback throughput and memory benchmark of `embstore serve`.
+//
+// In one run it measures, on this machine:
+//   1. iperf3's single-stream loopback throughput (the ceiling for one TCP connection);
+//   2. one client pulling a whole table from `embstore serve` (zero-copy send path);
+//   3. the same client pulling from a naive server that copies each chunk into a protobuf
+//      `bytes` field (the baseline the zero-copy path is measured against);
+//   4. 32 clients pulling the whole table at once, sampling the server's RSS: anonymous memory
+//      growth (what the server allocates) is reported apart from file pages (the mapping).
+// and prints each figure and the ratios. Speed is never asserted; see docs/SERVING.md.
+//
+// The pull client receives every chunk as gRPC slices, walks the RowChunk encoding without
+// copying the payload, and (unless --no-verify) checks each block against its stored checksum.
+//
+// Usage: serve_bench [--embstore PATH] [--rows N] [--dim D] [--chunk-bytes B] [--seconds S]
+//                    [--clients N] [--no-verify] [--keep DIR]
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <xxhash.h>
+
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "embstore/store/table.h"
+#include "embstore/store/writer.h"
+#include "embstore/v1/embstore.grpc.pb.h"
+
+extern char** environ;
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string embstore = EMBSTORE_BIN;
+  std::uint64_t rows = 938280;
+  std::uint64_t dim = 128;
+  std::uint64_t chunk_bytes = 0;
+  int seconds = 5;
+  int clients = 32;
+  int repeats = 5;
+  bool verify = true;
+  std::string keep;  // reuse/keep the table directory
+};
+
+// ---- child processes -------------------------------------------------------------------------
+
+class Child {
+ public:
+  Child(const std::string& bin, const std::vector<std::string>& args, bool capture_stderr) {
+    int fds[2] = {-1, -1};
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    if (capture_stderr) {
+      if (::pipe2(fds, O_CLOEXEC) != 0) std::abort();
+      posix_spawn_file_actions_adddup2(&fa, fds[1], STDERR_FILENO);
+    }
+    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
+    std::vector<std::string> full = {bin};
+    full.insert(full.end(), args.begin(), args.end());
+    std::vector<char*> argv;
+    for (auto& a : full) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    if (posix_spawn(&pid_, bin.c_str(), &fa, nullptr, argv.data(), environ) != 0) {
+      std::fprintf(stderr, "serve_bench: cannot run %s\n", bin.c_str());
+      std::exit(1);
+    }
+    posix_spawn_file_actions_destroy(&fa);
+    if (capture_stderr) {
+      ::close(fds[1]);
+      reader_ = std::thread([this, fd = fds[0]] {
+        char buf[4096];
+        ssize_t n;
+        while ((n = ::read(fd, buf, sizeof buf)) > 0) {
+          std::lock_guard<std::mutex> lock(mu_);
+          err_.append(buf, static_cast<std::size_t>(n));
+        }
+        ::close(fd);
+      });
+    }
+  }
+  ~Child() {
+    Stop(SIGTERM);
+    if (reader_.joinable()) reader_.join();
+  }
+  void Stop(int sig) {
+    if (pid_ <= 0) return;
+    ::kill(pid_, sig);
+    int st;
+    ::waitpid(pid_, &st, 0);
+    pid_ = -1;
+  }
+  std::string Stderr() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return err_;
+  }
+  // Waits for a JSON log line with "msg": msg.
+  nlohmann::json AwaitLog(const std::string& msg) {
+    for (int i = 0; i < 6000; ++i) {
+      std::istringstream in(Stderr());
+      std::string line;
+      while (std::getline(in, line)) {
+        auto j = nlohmann::json::parse(line, nullptr, false);
+        if (j.is_object() && j.value("msg", "") == msg) return j;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    std::fprintf(stderr, "serve_bench: server did not log '%s':\n%s\n", msg.c_str(),
+                 Stderr().c_str());
+    std::exit(1);
+  }
+  pid_t pid() const { return pid_; }
+
+ private:
+  pid_t pid_ = -1;
+  std::thread reader_;
+  std::mutex mu_;
+  std::string err_;
+};
+
+// kB fields of /proc/PID/status.
+struct Rss {
+  long anon_kb = 0, file_kb = 0, shmem_kb = 0, total_kb = 0;
+};
+Rss ReadRss(pid_t pid) {
+  Rss r;
+  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
+  std::string key;
+  long v;
+  std::string line;
+  while (std::getline(in, line)) {
+    if (std::sscanf(line.c_str(), "RssAnon: %ld", &v) == 1) r.anon_kb = v;
+    if (std::sscanf(line.c_str(), "RssFile: %ld", &v) == 1) r.file_kb = v;
+    if (std::sscanf(line.c_str(), "RssShmem: %ld", &v) == 1) r.shmem_kb = v;
+    if (std::sscanf(line.c_str(), "VmRSS: %ld", &v) == 1) r.total_kb = v;
+  }
+  return r;
+}
+
+// ---- iperf3 ----------------------------------------------------------------------------------
+
+double IperfBytesPerSecond(int seconds) {
+  const int port = 20000 + static_cast<int>(::getpid() % 20000);
+  Child server("/usr/bin/iperf3", {"-s", "-1", "-p", std::to_string(port)}, false);
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  std::string cmd = "iperf3 -c 127.0.0.1 -p " + std::to_string(port) + " -t " +
+                    std::to_string(seconds) + " -J 2>/dev/null";
+  FILE* p = ::popen(cmd.c_str(), "r");
+  std::string out;
+  char buf[4096];
+  std::size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, p)) > 0) out.append(buf, n);
+  ::pclose(p);
+  auto j = nlohmann::json::parse(out, nullptr, false);
+  if (!j.is_object() || !j.contains("end")) {
+    std::fprintf(stderr, "serve_bench: iperf3 gave no result:\n%s\n", out.c_str());
+    return 0;
+  }
+  return j["end"]["sum_received"]["bits_per_second"].get<double>() / 8;
+}
+
+// ---- the pull client -------------------------------------------------------------------------
+
+// Reads the protobuf encoding of a RowChunk across the slices of a ByteBuffer, without copying.
+class SliceCursor {
+ public:
+  explicit SliceCursor(const std::vector<grpc::Slice>& slices) : slices_(slices) {}
+  bool AtEnd() {
+    Settle();
+    return i_ >= slices_.size();
+  }
+  bool Byte(std::uint8_t* b) {
+    Settle();
+    if (i_ >= slices_.size()) return false;
+    *b = slices_[i_].begin()[off_++];
+    return true;
+  }
+  bool Varint(std::uint64_t* v) {
+    *v = 0;
+    for (int shift = 0; shift < 64; shift += 7) {
+      std::uint8_t b;
+      if (!Byte(&b)) return false;
+      *v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
+      if (!(b & 0x80)) return true;
+    }
+    return false;
+  }
+  bool Fixed64(std::uint64_t* v) {
+    *v = 0;
+    for (int i = 0; i < 8; ++i) {
+      std::uint8_t b;
+      if (!Byte(&b)) return false;
+      *v |= static_cast<std::uint64_t>(b) << (8 * i);
+    }
+    return true;
+  }
+  // Calls fn(ptr, len) over the next n bytes, slice piece by slice piece.
+  template <typename Fn>
+  bool Consume(std::uint64_t n, Fn fn) {
+    while (n > 0) {
+      Settle();
+      if (i_ >= slices_.size()) return false;
+      const std::size_t avail = slices_[i_].size() - off_;
+      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(avail, n));
+      fn(slices_[i_].begin() + off_, take);
+      off_ += take;
+      n -= take;
+    }
+    return true;
+  }
+
+ private:
+  void Settle() {
+    while (i_ < slices_.size() && off_ >= slices_[i_].size()) {
+      ++i_;
+      off_ = 0;
+    }
+  }
+  const std::vector<grpc::Slice>& slices_;
+  std::size_t i_ = 0, off_ = 0;
+};
+
+struct PullResult {
+  bool ok = false;
+  std::string error;
+  std::uint64_t bytes = 0;
+  std::uint64_t rows = 0;
+  double seconds = 0;
+};
+
+// Verifies the blocks of one chunk as its payload streams by (PROTOCOL.md, "Verifying a chunk").
+struct ChunkVerifier {
+  std::uint64_t row_bytes = 0, block_rows = 0, rows = 0;
+  bool Check(std::uint64_t first_row, std::uint64_t row_count, std::uint64_t first_block,
+             const std::vector<std::uint64_t>& sums, bool has_payload_sum,
+             std::uint64_t payload_sum, SliceCursor* cur, std::uint64_t payload_len,
+             std::string* error) {
+    XXH3_state_t* whole = XXH3_createState();
+    XXH3_state_t* block = XXH3_createState();
+    XXH3_64bits_reset(whole);
+    std::uint64_t row = first_row;
+    const std::uint64_t end = first_row + row_count;
+    bool ok = true;
+    while (ok && row < end) {
+      const std::uint64_t b = row / block_rows;
+      const std::uint64_t b_begin = b * block_rows;
+      const std::uint64_t b_end = std::min(rows, b_begin + block_rows);
+      const std::uint64_t piece_end = std::min(end, b_end);
+      const bool full = b_begin >= first_row && b_end <= end;
+      XXH3_64bits_reset(block);
+      ok = cur->Consume((piece_end - row) * row_bytes, [&](const std::uint8_t* p, std::size_t n) {
+        if (has_payload_sum) XXH3_64bits_update(whole, p, n);
+        if (full) XXH3_64bits_update(block, p, n);
+      });
+      if (ok && full && XXH3_64bits_digest(block) != sums.at(b - first_block)) {
+        *error = "block " + std::to_string(b) + " fails its checksum";
+        ok = false;
+      }
+      row = piece_end;
+    }
+    if (ok && has_payload_sum && XXH3_64bits_digest(whole) != payload_sum) {
+      *error = "payload checksum mismatch at row " + std::to_string(first_row);
+      ok = false;
+    }
+    (void)payload_len;
+    XXH3_freeState(whole);
+    XXH3_freeState(block);
+    return ok;
+  }
+};
+
+PullResult Pull(const std::string& target, const std::string& table, std::uint64_t chunk_bytes,
+                bool verify, int channel_id) {
+  PullResult r;
+  grpc::ChannelArguments args;
+  args.SetInt("embstore.bench.channel", channel_id);  // one connection per client
+  args.SetMaxReceiveMessageSize(4 << 20);              // the stock default, stated
+  auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  grpc::ClientContext ctx;
+  embstore::v1::StreamRowsRequest req;
+  req.set_table(table);
+  req.set_chunk_bytes(chunk_bytes);
+  std::string req_bytes = req.SerializeAsString();
+  grpc::Slice req_slice(req_bytes);
+  grpc::ByteBuffer req_buf(&req_slice, 1);
+
+  const auto start = Clock::now();
+  auto call = stub.PrepareCall(&ctx, "/embstore.v1.EmbStore/StreamRows", &cq);
+  void* tag;
+  bool ok;
+  call->StartCall(reinterpret_cast<void*>(1));
+  cq.Next(&tag, &ok);
+  call->WriteLast(req_buf, grpc::WriteOptions(), reinterpret_cast<void*>(2));
+  cq.Next(&tag, &ok);
+  ChunkVerifier verifier;
+  std::vector<grpc::Slice> slices;
+  std::vector<std::uint64_t> sums;
+  for (;;) {
+    grpc::ByteBuffer bb;
+    call->Read(&bb, reinterpret_cast<void*>(3));
+    cq.Next(&tag, &ok);
+    if (!ok) break;
+    slices.clear();
+    (void)bb.Dump(&slices);
+    SliceCursor cur(slices);
+    std::uint64_t first_row = 0, row_count = 0, first_block = 0, payload_sum = 0;
+    bool has_payload_sum = false;
+    sums.clear();
+    while (!cur.AtEnd()) {
+      std::uint64_t tag_v, v;
+      if (!cur.Varint(&tag_v)) break;
+      const std::uint64_t field = tag_v >> 3, wt = tag_v & 7;
+      if (field == 15 && wt == 2) {
+        cur.Varint(&v);
+        r.bytes += v;
+        if (verify) {
+          if (!verifier.Check(first_row, row_count, first_block, sums, has_payload_sum,
+                              payload_sum, &cur, v, &r.error)) {
+            r.ok = false;
+            ctx.TryCancel();
+          }
+        } else {
+          cur.Consume(v, [](const std::uint8_t*, std::size_t) {});
+        }
+        continue;
+      }
+      if (wt == 0) {
+        cur.Varint(&v);
+        if (field == 1) first_row = v;
+        if (field == 2) row_count = v;
+        if (field == 3) first_block = v;
+      } else if (wt == 1) {
+        cur.Fixed64(&v);
+        if (field == 5) {
+          payload_sum = v;
+          has_payload_sum = true;
+        }
+      } else if (wt == 2) {
+        cur.Varint(&v);
+        if (field == 4) {
+          for (std::uint64_t i = 0; i < v / 8; ++i) {
+            std::uint64_t s;
+            cur.Fixed64(&s);
+            sums.push_back(s);
+          }
+        } else if (field == 7) {  // TableInfo: parse it (first chunk only, small)
+          std::string info;
+          cur.Consume(v, [&](const std::uint8_t* p, std::size_t n) {
+            info.append(reinterpret_cast<const char*>(p), n);
+          });
+          embstore::v1::TableInfo ti;
+          ti.ParseFromString(info);
+          verifier.row_bytes = ti.row_bytes();
+          verifier.block_rows = ti.block_rows();
+          verifier.rows = ti.rows();
+        } else {
+          cur.Consume(v, [](const std::uint8_t*, std::size_t) {});
+        }
+      } else {
+        r.error = "unexpected wire type";
+        break;
+      }
+    }
+    r.rows += row_count;
+  }
+  grpc::Status status;
+  call->Finish(&status, reinterpret_cast<void*>(4));
+  cq.Next(&tag, &ok);
+  r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  cq.Shutdown();
+  while (cq.Next(&tag, &ok)) {
+  }
+  if (!status.ok() && r.error.empty()) r.error = status.error_message();
+  r.ok = status.ok() && r.error.empty();
+  return r;
+}
+
+// ---- the naive baseline server ---------------------------------------------------------------
+
+// Serves StreamRows the straightforward way: each chunk's rows are copied into the protobuf
+// `bytes` field and the message is serialized by gRPC (a second copy). Same chunking as the
+// real server (one checksum block a chunk), so the client and the wire format are identical.
+class NaiveService final : public embstore::v1::EmbStore::Service {
+ public:
+  explicit NaiveService(std::shared_ptr<const embstore::store::Table> t) : t_(std::move(t)) {}
+  grpc::Status StreamRows(grpc::ServerContext* ctx, const embstore::v1::StreamRowsRequest*,
+                          grpc::ServerWriter<embstore::v1::RowChunk>* w) override {
+    const std::uint64_t br = t_->block_rows();
+    for (std::uint64_t row = 0, b = 0; row < t_->rows() && !ctx->IsCancelled(); row += br, ++b) {
+      const std::uint64_t end = std::min(t_->rows(), row + br);
+      embstore::v1::RowChunk c;
+      c.set_first_row(row);
+      c.set_row_count(end - row);
+      c.set_first_block(b);
+      c.add_block_checksums(t_->BlockChecksum(b));
+      if (row == 0) {
+        c.mutable_table()->set_rows(t_->rows());
+        c.mutable_table()->set_row_bytes(t_->row_bytes());
+        c.mutable_table()->set_block_rows(br);
+      }
+      auto bytes = t_->RowBytes(row, end).value();
+      c.set_payload(reinterpret_cast<const char*>(bytes.data()), bytes.size());
+      if (!w->Write(c)) break;
+    }
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::shared_ptr<const embstore::store::Table> t_;
+};
+
+int RunNaiveServer(const std::string& path) {
+  auto t = embstore::store::Table::Open(path);
+  if (!t.ok()) {
+    std::fprintf(stderr, "naive server: %s\n", t.status().ToString().c_str());
+    return 1;
+  }
+  NaiveService service(*t);
+  grpc::ServerBuilder b;
+  int port = 0;
+  b.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  b.RegisterService(&service);
+  auto server = b.BuildAndStart();
+  std::fprintf(stderr, "{\"msg\":\"listening\",\"addresses\":[\"127.0.0.1:%d\"]}\n", port);
+  sigset_t s;
+  sigemptyset(&s);
+  sigaddset(&s, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &s, nullptr);
+  int sig;
+  sigwait(&s, &sig);
+  server->Shutdown(std::chrono::system_clock::now());
+  return 0;
+}
+
+// ---- driver ----------------------------------------------------------------------------------
+
+std::string MakeTable(const Options& o, const std::string& dir) {
+  const std::string path = dir + "/bench.emb";
+  if (std::filesystem::exists(path)) {
+    auto t = embstore::store::Table::Open(path);
+    if (t.ok() && (*t)->rows() == o.rows && (*t)->dim() == o.dim) return path;
+  }
+  std::fprintf(stderr, "writing %llu x %llu f32 table to %s ...\n",
+               static_cast<unsigned long long>(o.rows), static_cast<unsigned long long>(o.dim),
+               path.c_str());
+  embstore::store::WriterOptions wo;
+  wo.dim = o.dim;
+  wo.overwrite = true;
+  auto w = embstore::store::TableWriter::Create(path, wo).value();
+  std::vector<float> batch(8192 * o.dim);
+  std::uint64_t done = 0;
+  std::uint32_t x = 12345;
+  while (done < o.rows) {
+    const std::uint64_t n = std::min<std::uint64_t>(8192, o.rows - done);
+    for (std::uint64_t i = 0; i < n * o.dim; ++i) {
+      x = x * 1664525u + 1013904223u;
+      batch[i] = static_cast<float>(x >> 8) / static_cast<float>(1 << 24) - 0.5f;
+    }
+    if (!w->AppendRowsF32(std::span<const float>(batch.data(), n * o.dim)).ok()) std::exit(1);
+    done += n;
+  }
+  if (!w->Finish().ok()) std::exit(1);
+  return path;
+}
+
+// Pulls `repeats` times and returns the best throughput (bytes/s); exits on a failed pull.
+double BestPull(const Options& o, const std::string& target, const char* what) {
+  double best = 0;
+  for (int i = 0; i < o.repeats; ++i) {
+    PullResult r = Pull(target, "bench", o.chunk_bytes, o.verify, 1000 + i);
+    if (!r.ok || r.rows != o.rows) {
+      std::fprintf(stderr, "serve_bench: %s pull failed: %s (rows %llu)\n", what, r.error.c_str(),
+                   static_cast<unsigned long long>(r.rows));
+      std::exit(1);
+    }
+    best = std::max(best, r.bytes / r.seconds);
+  }
+  return best;
+}
+
+double Gb(double bytes_per_s) { return bytes_per_s / 1e9; }
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    auto next = [&]() -> std::string {
+      if (i + 1 >= argc) {
+        std::fprintf(stderr, "serve_bench: %s needs a value\n", a.c_str());
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    if (a == "--naive-server") return RunNaiveServer(next());
+    if (a == "--embstore") o.embstore = next();
+    else if (a == "--rows") o.rows = std::stoull(next());
+    else if (a == "--dim") o.dim = std::stoull(next());
+    else if (a == "--chunk-bytes") o.chunk_bytes = std::stoull(next());
+    else if (a == "--seconds") o.seconds = std::stoi(next());
+    else if (a == "--clients") o.clients = std::stoi(next());
+    else if (a == "--repeats") o.repeats = std::stoi(next());
+    else if (a == "--no-verify") o.verify = false;
+    else if (a == "--keep") o.keep = next();
+    else if (a == "--help" || a == "-h") {
+      std::printf(
+          "serve_bench: loopback throughput of embstore serve vs iperf3 and a naive copying "
+          "server, and server memory under concurrent pulls.\n"
+          "  --embstore PATH    the embstore binary (default: the one built with this)\n"
+          "  --rows N --dim D   table shape (default 938280 x 128 f32)\n"
+          "  --chunk-bytes B    chunk size asked for (default: server default)\n"
+          "  --seconds S        iperf3 duration (default 5)\n"
+          "  --clients N        concurrent pulls for the memory figure (default 32)\n"
+          "  --repeats N        single-client pulls, best taken (default 5)\n"
+          "  --no-verify        skip checksum verification in the client\n"
+          "  --keep DIR         write the table into DIR and keep it (default: a temp dir)\n");
+      return 0;
+    } else {
+      std::fprintf(stderr, "serve_bench: unknown argument %s (see --help)\n", a.c_str());
+      return 2;
+    }
+  }
+  std::string dir = o.keep;
+  if (dir.empty()) {
+    char tmpl[] = "/tmp/embstore-serve-bench-XXXXXX";
+    dir = ::mkdtemp(tmpl);
+  }
+  std::filesystem::create_directories(dir);
+  const std::string path = MakeTable(o, dir);
+  const double table_bytes = static_cast<double>(o.rows * o.dim * 4);
+
+  std::fprintf(stderr, "iperf3 single stream, %d s ...\n", o.seconds);
+  const double iperf = IperfBytesPerSecond(o.seconds);
+
+  double served = 0, naive = 0;
+  long anon_base = 0, anon_peak = 0, file_peak = 0, total_peak = 0;
+  double concurrent_secs = 0;
+  Child server(o.embstore, {"serve", "--store", dir, "--listen", "127.0.0.1:0"}, true);
+  const std::string target = server.AwaitLog("listening")["addresses"][0];
+  std::fprintf(stderr, "embstore serve: %d pulls of the table ...\n", o.repeats);
+  served = BestPull(o, target, "embstore serve");
+
+  {
+    Child naive_server("/proc/self/exe", {"--naive-server", path}, true);
+    const std::string naive_target = naive_server.AwaitLog("listening")["addresses"][0];
+    std::fprintf(stderr, "naive copying server: %d pulls ...\n", o.repeats);
+    naive = BestPull(o, naive_target, "naive server");
+  }
+
+  std::fprintf(stderr, "%d concurrent pulls ...\n", o.clients);
+  const Rss before = ReadRss(server.pid());
+  anon_base = before.anon_kb + before.shmem_kb;
+  std::atomic<bool> sampling{true};
+  std::thread sampler([&] {
+    while (sampling.load()) {
+      Rss r = ReadRss(server.pid());
+      anon_peak = std::max(anon_peak, r.anon_kb + r.shmem_kb);
+      file_peak = std::max(file_peak, r.file_kb);
+      total_peak = std::max(total_peak, r.total_kb);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  std::vector<std::thread> pullers;
+  std::atomic<int> failures{0};
+  const auto t0 = Clock::now();
+  for (int i = 0; i < o.clients; ++i) {
+    pullers.emplace_back([&, i] {
+      PullResult r = Pull(target, "bench", o.chunk_bytes, o.verify, 2000 + i);
+      if (!r.ok || r.rows != o.rows) failures.fetch_add(1);
+    });
+  }
+  for (auto& t : pullers) t.join();
+  concurrent_secs = std::chrono::duration<double>(Clock::now() - t0).count();
+  sampling.store(false);
+  sampler.join();
+  if (failures.load() > 0) {
+    std::fprintf(stderr, "serve_bench: %d concurrent pulls failed\n", failures.load());
+    return 1;
+  }
+  server.Stop(SIGTERM);
+  if (o.keep.empty()) std::filesystem::remove_all(dir);
+
+  const double growth_mib = (anon_peak - anon_base) / 1024.0;
+  std::printf("table                      %llu x %llu f32, %.1f MiB\n",
+              static_cast<unsigned long long>(o.rows), static_cast<unsigned long long>(o.dim),
+              table_bytes / (1 << 20));
+  std::printf("client verifies checksums  %s\n", o.verify ? "yes" : "no");
+  std::printf("iperf3 single stream       %.2f GB/s\n", Gb(iperf));
+  std::printf("embstore serve, 1 client   %.2f GB/s\n", Gb(served));
+  std::printf("naive copying server       %.2f GB/s\n", Gb(naive));
+  std::printf("ratio serve / iperf3       %.2f   (target >= 0.70)\n", served / iperf);
+  std::printf("ratio serve / naive        %.2f\n", served / naive);
+  std::printf("%d concurrent pulls        %.2f GB/s aggregate, %.1f s\n", o.clients,
+              Gb(table_bytes * o.clients / concurrent_secs), concurrent_secs);
+  std::printf("server anon RSS growth     %.1f MiB   (target <= 64; base %.1f MiB, peak %.1f MiB)\n",
+              growth_mib, anon_base / 1024.0, anon_peak / 1024.0);
+  std::printf("server file-backed RSS     %.1f MiB peak (the mapped table pages)\n",
+              file_peak / 1024.0);
+  std::printf("server total RSS           %.1f MiB peak\n", total_peak / 1024.0);
+  return 0;
+}
