@@ -447,6 +447,20 @@ TEST_F(ServerTest, ConcurrentStreamLimitIsResourceExhausted) {
   EXPECT_TRUE(PullAll(*stub_, RowsReq("words"), &ctx3).status.ok());
 }
 
+TEST_F(ServerTest, RequestsOverTheReceiveLimitAreResourceExhausted) {
+  config_.max_receive_message_bytes = 1024;
+  Start();
+  grpc::ClientContext ctx;
+  v1::LookupRequest req;
+  req.set_table("words");
+  for (int i = 0; i < 200; ++i) req.mutable_keys()->add_keys(testing::TestKey(i));
+  v1::LookupResponse resp;
+  EXPECT_EQ(stub_->Lookup(&ctx, req, &resp).error_code(), grpc::StatusCode::RESOURCE_EXHAUSTED);
+  grpc::ClientContext ctx2;
+  v1::ListTablesResponse list;
+  EXPECT_TRUE(stub_->ListTables(&ctx2, {}, &list).ok());  // small requests still pass
+}
+
 TEST_F(ServerTest, MetricsEndpointServesPrometheusText) {
   Start();
   grpc::ClientContext ctx;

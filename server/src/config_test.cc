@@ -1,0 +1,81 @@
+#include <gtest/gtest.h>
+
+#include "embstore/server/server.h"
+#include "test_util.h"
+
+namespace embstore::server {
+namespace {
+
+TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
+  testing::TempDir dir;
+  testing::WriteWholeFile(dir.File("tokens"), "# trainers\nalpha\n\n  beta  \n");
+  testing::WriteWholeFile(dir.File("c.json"), R"({
+    // comments are allowed
+    "store": "/data", "listen": ["127.0.0.1:1", "unix:/tmp/s"], "poll_interval_ms": 50,
+    "limits": {"max_concurrent_streams": 3, "max_lookup_batch": 9},
+    "chunks": {"default_chunk_bytes": 65536},
+    "keepalive": {"time_ms": 1000, "permit_without_calls": false},
+    "tls": {"cert_file": "c.pem", "key_file": "k.pem"},
+    "auth": {"token_file": ")" + dir.File("tokens") + R"("},
+    "log_level": "warn"})");
+  ServerConfig c;
+  ASSERT_TRUE(LoadConfigFile(dir.File("c.json"), &c).ok());
+  EXPECT_EQ(c.store_dir, "/data");
+  EXPECT_EQ(c.listen, (std::vector<std::string>{"127.0.0.1:1", "unix:/tmp/s"}));
+  EXPECT_EQ(c.poll_interval.count(), 50);
+  EXPECT_EQ(c.max_concurrent_streams, 3u);
+  EXPECT_EQ(c.service.max_lookup_batch, 9u);
+  EXPECT_EQ(c.service.default_chunk_bytes, 65536u);
+  EXPECT_EQ(c.service.max_chunk_bytes, ServiceOptions().max_chunk_bytes);
+  EXPECT_EQ(c.keepalive.time_ms, 1000);
+  EXPECT_FALSE(c.keepalive.permit_without_calls);
+  EXPECT_EQ(c.tls.cert_file, "c.pem");
+  EXPECT_EQ(c.auth_tokens, (std::vector<std::string>{"alpha", "beta"}));
+  EXPECT_EQ(c.log_level, "warn");
+}
+
+TEST(ConfigFile, RejectsUnknownKeysWrongTypesAndBadJsonNamingTheFile) {
+  testing::TempDir dir;
+  struct Case {
+    const char* json;
+    const char* mention;
+  };
+  for (const Case& k : {Case{R"({"listen": "x"})", "'listen' must be an array of strings"},
+                        Case{R"({"limits": {"max_streams": 1}})", "unknown key 'limits.max_streams'"},
+                        Case{R"({"limits": {"max_lookup_batch": -1}})", "non-negative"},
+                        Case{R"({"verify_on_load": 1})", "true or false"},
+                        Case{R"({"store": )", "not valid JSON"}}) {
+    testing::WriteWholeFile(dir.File("bad.json"), k.json);
+    ServerConfig c;
+    Status st = LoadConfigFile(dir.File("bad.json"), &c);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << k.json;
+    EXPECT_NE(st.message().find(k.mention), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find("bad.json"), std::string::npos) << st.message();
+  }
+  ServerConfig c;
+  EXPECT_EQ(LoadConfigFile(dir.File("absent.json"), &c).code(), StatusCode::kNotFound);
+}
+
+TEST(ConfigFile, TheShippedExampleParses) {
+  ServerConfig c;
+  Status st = LoadConfigFile(EMBSTORE_SOURCE_DIR "/deploy/serve.example.json", &c);
+  // Everything parses; only the example's token file does not exist on this machine.
+  EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.ToString();
+  EXPECT_NE(st.message().find("/etc/embstore/tokens"), std::string::npos) << st.message();
+  EXPECT_EQ(c.listen.size(), 2u);
+  EXPECT_EQ(c.tls.client_ca_file, "/etc/embstore/tls/clients-ca.pem");
+}
+
+TEST(TokenFile, EmptyFileOrTokenWithSpacesIsAnError) {
+  testing::TempDir dir;
+  std::vector<std::string> tokens;
+  testing::WriteWholeFile(dir.File("t"), "# nothing\n\n");
+  EXPECT_EQ(LoadTokenFile(dir.File("t"), &tokens).code(), StatusCode::kInvalidArgument);
+  testing::WriteWholeFile(dir.File("t"), "ok\nnot ok\n");
+  Status st = LoadTokenFile(dir.File("t"), &tokens);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("line 2"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace embstore::server
