@@ -1,0 +1,106 @@
+"""`embstore serve` against a stock gRPC client (grpcio) and a stock protobuf parser.
+
+The server hand-encodes RowChunk headers and sends payloads straight from the mapped file; these
+tests check that a client knowing nothing of that (grpcio, with Python protobuf messages built
+from the .proto alone) parses every message, under grpcio's default 4 MiB receive limit.
+"""
+import shutil
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, expected_matrix, write_table
+
+grpc = pytest.importorskip("grpc")
+from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
+
+SERVICE = "/embstore.v1.EmbStore/"
+
+
+@pytest.fixture(scope="module")
+def messages(tmp_path_factory):
+    """The embstore.v1 message classes, built from the .proto by protoc at test time."""
+    protoc = shutil.which("protoc")
+    assert protoc, "protoc (Debian protobuf-compiler) is needed"
+    out = tmp_path_factory.mktemp("proto") / "embstore.desc"
+    subprocess.run([protoc, f"-I{ROOT / 'proto'}", "--include_imports",
+                    f"--descriptor_set_out={out}", "embstore/v1/embstore.proto"], check=True)
+    pool = descriptor_pool.DescriptorPool()
+    for f in descriptor_pb2.FileDescriptorSet.FromString(out.read_bytes()).file:
+        pool.Add(f)
+
+    class M:
+        pass
+
+    for name in ["ListTablesRequest", "ListTablesResponse", "StreamRowsRequest", "RowChunk",
+                 "LookupRequest", "LookupResponse"]:
+        setattr(M, name, message_factory.GetMessageClass(
+            pool.FindMessageTypeByName(f"embstore.v1.{name}")))
+    return M
+
+
+def wait_for_table_file(server, m, name, timeout=15.0):
+    """Waits until the server (which rescans its directory) lists `name`."""
+    import time
+    deadline = time.monotonic() + timeout
+    with grpc.insecure_channel(server.unix) as channel:
+        list_tables = channel.unary_unary(
+            SERVICE + "ListTables", request_serializer=lambda r: r.SerializeToString(),
+            response_deserializer=m.ListTablesResponse.FromString)
+        while True:
+            try:
+                if name in [t.name for t in list_tables(m.ListTablesRequest(), timeout=5).tables]:
+                    return
+            except grpc.RpcError:
+                pass
+            assert time.monotonic() < deadline, f"server never listed {name}:\n{server.log()}"
+            time.sleep(0.05)
+
+
+def _stream_rows(channel, m, **request):
+    call = channel.unary_stream(SERVICE + "StreamRows",
+                                request_serializer=lambda r: r.SerializeToString(),
+                                response_deserializer=m.RowChunk.FromString)
+    return list(call(m.StreamRowsRequest(**request), timeout=60))
+
+
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("chunk_bytes", [0, 4128768])
+def test_grpcio_pulls_a_whole_table_under_the_default_receive_limit(server, make_table_bin,
+                                                                    messages, chunk_bytes):
+    rows, dim = 20000, 96  # 7.3 MiB: several chunks even at the largest chunk size
+    write_table(make_table_bin, server.store / "vecs.emb", rows, dim)
+    wait_for_table_file(server, messages, "vecs")
+    with grpc.insecure_channel(server.tcp) as channel:  # grpcio defaults: 4 MiB receive limit
+        chunks = _stream_rows(channel, messages, table="vecs", chunk_bytes=chunk_bytes)
+    assert chunks[0].HasField("table") and chunks[0].table.rows == rows
+    assert all(not c.HasField("table") for c in chunks[1:])
+    assert len({c.content_id for c in chunks}) == 1
+    assert [c.first_row for c in chunks] == list(np.cumsum([0] + [c.row_count for c in chunks])[:-1])
+    data = np.frombuffer(b"".join(c.payload for c in chunks), dtype="<f4").reshape(rows, dim)
+    np.testing.assert_array_equal(data, expected_matrix(rows, dim))
+    assert max(c.ByteSize() for c in chunks) < 4 << 20
+
+
+def test_grpcio_sees_precise_status_codes_and_missing_keys(server, make_table_bin, messages):
+    write_table(make_table_bin, server.store / "words.emb", 100, 4, keys=True)
+    wait_for_table_file(server, messages, "words")
+    with grpc.insecure_channel(server.unix) as channel:
+        with pytest.raises(grpc.RpcError) as err:
+            _stream_rows(channel, messages, table="nope")
+        assert err.value.code() == grpc.StatusCode.NOT_FOUND
+        assert "'nope'" in err.value.details()
+        with pytest.raises(grpc.RpcError) as err:
+            _stream_rows(channel, messages, table="words", begin_row=101)
+        assert err.value.code() == grpc.StatusCode.OUT_OF_RANGE
+        lookup = channel.unary_unary(SERVICE + "Lookup",
+                                     request_serializer=lambda r: r.SerializeToString(),
+                                     response_deserializer=messages.LookupResponse.FromString)
+        req = messages.LookupRequest(table="words")
+        req.keys.keys.extend([b"k7", b"absent", b"k0"])
+        resp = lookup(req, timeout=30)
+        assert list(resp.rows) == [7, 0]
+        assert list(resp.missing) == [1]
+        got = np.frombuffer(resp.data, dtype="<f4").reshape(2, 4)
+        np.testing.assert_array_equal(got, expected_matrix(100, 4)[[7, 0]])
