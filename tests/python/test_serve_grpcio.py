@@ -4,13 +4,16 @@ The server hand-encodes RowChunk headers and sends payloads straight from the ma
 tests check that a client knowing nothing of that (grpcio, with Python protobuf messages built
 from the .proto alone) parses every message, under grpcio's default 4 MiB receive limit.
 """
+import json
+import os
 import shutil
 import subprocess
+import time
 
 import numpy as np
 import pytest
 
-from conftest import ROOT, expected_matrix, write_table
+from conftest import ROOT, expected_matrix
 
 grpc = pytest.importorskip("grpc")
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory  # noqa: E402
@@ -40,9 +43,51 @@ def messages(tmp_path_factory):
     return M
 
 
-def wait_for_table_file(server, m, name, timeout=15.0):
+class Serve:
+    """`embstore serve` on a unix socket and 127.0.0.1:0; addresses read from its log."""
+
+    def __init__(self, embstore_bin, workdir):
+        self.store = workdir / "store"
+        self.store.mkdir()
+        self.log_path = workdir / "serve.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [str(embstore_bin), "serve", "--store", str(self.store), "--listen", "127.0.0.1:0",
+             "--listen", f"unix:{workdir / 'serve.sock'}", "--poll-interval-ms", "50"],
+            stdout=subprocess.DEVNULL, stderr=self._log)
+        deadline = time.monotonic() + 30
+        while True:
+            for line in self.log_path.read_text(errors="replace").splitlines():
+                entry = json.loads(line)
+                if entry.get("msg") == "listening":
+                    self.tcp, self.unix = entry["addresses"]
+                    return
+            assert self.proc.poll() is None and time.monotonic() < deadline, self.log()
+            time.sleep(0.02)
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def add(self, table_path, name):
+        """Publishes a table under `name` by rename, as writers do."""
+        os.rename(table_path, self.store / f"{name}.emb")
+
+    def stop(self):
+        self.proc.terminate()
+        assert self.proc.wait(timeout=30) == 0, self.log()
+        self._log.close()
+
+
+@pytest.fixture
+def server(embstore_bin, tmp_path):
+    srv = Serve(embstore_bin, tmp_path)
+    yield srv
+    if srv.proc.poll() is None:
+        srv.stop()
+
+
+def wait_for_table(server, m, name, timeout=15.0):
     """Waits until the server (which rescans its directory) lists `name`."""
-    import time
     deadline = time.monotonic() + timeout
     with grpc.insecure_channel(server.unix) as channel:
         list_tables = channel.unary_unary(
@@ -67,11 +112,11 @@ def _stream_rows(channel, m, **request):
 
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("chunk_bytes", [0, 4128768])
-def test_grpcio_pulls_a_whole_table_under_the_default_receive_limit(server, make_table_bin,
-                                                                    messages, chunk_bytes):
+def test_grpcio_pulls_a_whole_table_under_the_default_receive_limit(server, make_table, messages,
+                                                                    chunk_bytes):
     rows, dim = 20000, 96  # 7.3 MiB: several chunks even at the largest chunk size
-    write_table(make_table_bin, server.store / "vecs.emb", rows, dim)
-    wait_for_table_file(server, messages, "vecs")
+    server.add(make_table(rows, dim), "vecs")
+    wait_for_table(server, messages, "vecs")
     with grpc.insecure_channel(server.tcp) as channel:  # grpcio defaults: 4 MiB receive limit
         chunks = _stream_rows(channel, messages, table="vecs", chunk_bytes=chunk_bytes)
     assert chunks[0].HasField("table") and chunks[0].table.rows == rows
@@ -83,9 +128,9 @@ def test_grpcio_pulls_a_whole_table_under_the_default_receive_limit(server, make
     assert max(c.ByteSize() for c in chunks) < 4 << 20
 
 
-def test_grpcio_sees_precise_status_codes_and_missing_keys(server, make_table_bin, messages):
-    write_table(make_table_bin, server.store / "words.emb", 100, 4, keys=True)
-    wait_for_table_file(server, messages, "words")
+def test_grpcio_sees_precise_status_codes_and_missing_keys(server, make_table, messages):
+    server.add(make_table(100, 4, keys=True), "words")
+    wait_for_table(server, messages, "words")
     with grpc.insecure_channel(server.unix) as channel:
         with pytest.raises(grpc.RpcError) as err:
             _stream_rows(channel, messages, table="nope")
@@ -104,3 +149,4 @@ def test_grpcio_sees_precise_status_codes_and_missing_keys(server, make_table_bi
         assert list(resp.missing) == [1]
         got = np.frombuffer(resp.data, dtype="<f4").reshape(2, 4)
         np.testing.assert_array_equal(got, expected_matrix(100, 4)[[7, 0]])
+    server.stop()  # SIGTERM: graceful, exit status 0
