@@ -63,3 +63,80 @@ def make_table(make_table_bin, tmp_path):
 def run(cmd, **kw):
     """Runs a command and returns the CompletedProcess with text output (never raises)."""
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
+
+
+def write_table(make_table_bin, path, rows, dim, dtype="f32", keys=False, block_rows=0):
+    """Writes a table of known values (expected_matrix) at `path`; keys are "k<row>"."""
+    cmd = [str(make_table_bin), str(path), "--rows", str(rows), "--dim", str(dim), "--dtype", dtype,
+           "--block-rows", str(block_rows), "--force"]
+    if keys:
+        cmd.append("--keys")
+    subprocess.run(cmd, check=True)
+    return path
+
+
+def _free_port():
+    import socket
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class ServerProcess:
+    """`embstore serve` over a store directory, on a unix socket and a loopback TCP port."""
+
+    def __init__(self, embstore_bin, store, workdir, extra=()):
+        import time
+        self.store = store
+        self.unix = f"unix:{workdir / 'embstore.sock'}"
+        self.tcp = f"127.0.0.1:{_free_port()}"
+        self.log_path = workdir / "server.log"
+        self._log = open(self.log_path, "wb")
+        self.proc = subprocess.Popen(
+            [str(embstore_bin), "serve", "--store", str(store), "--listen", self.unix,
+             "--listen", self.tcp, "--poll-interval-ms", "100", "--log-level", "warn", *extra],
+            stdout=self._log, stderr=self._log)
+        deadline = time.monotonic() + 30
+        while not (workdir / "embstore.sock").exists():
+            if self.proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("embstore serve did not start:\n" + self.log())
+            time.sleep(0.05)
+
+    def log(self):
+        return self.log_path.read_text(errors="replace")
+
+    def stop(self):
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+        self._log.close()
+
+
+@pytest.fixture
+def server(embstore_bin, tmp_path):
+    """A running `embstore serve` whose store directory is server.store (initially empty)."""
+    store = tmp_path / "store"
+    store.mkdir()
+    srv = ServerProcess(embstore_bin, store, tmp_path)
+    yield srv
+    srv.stop()
+
+
+def wait_for_table(target, name, timeout=10.0):
+    """Waits until the server at `target` lists `name` (it rescans its directory)."""
+    import time
+    import embstore
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            if name in embstore.Source.resolve(target).list_tables():
+                return
+        except embstore.EmbstoreError:
+            pass
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"server {target} never listed table {name!r}")
+        time.sleep(0.05)

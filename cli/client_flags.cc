@@ -1,0 +1,48 @@
+#include "client_flags.h"
+
+#include <fstream>
+
+namespace embstore::cli {
+
+void AddClientFlags(CLI::App* sub, ClientFlags* f) {
+  sub->add_option("--from", f->target, "Server: host:port or unix:PATH")->required();
+  sub->add_option("--token", f->token, "Bearer token (visible in ps; prefer --token-file)");
+  sub->add_option("--token-file", f->token_file, "File holding the bearer token")
+      ->check(CLI::ExistingFile);
+  sub->add_flag("--tls", f->tls, "Connect with TLS (implied by the other --tls-* flags)");
+  sub->add_option("--tls-ca", f->tls_ca, "PEM CA bundle to trust instead of the system's")
+      ->check(CLI::ExistingFile);
+  sub->add_option("--tls-cert", f->tls_cert, "PEM client certificate")->check(CLI::ExistingFile);
+  sub->add_option("--tls-key", f->tls_key, "PEM client key")->check(CLI::ExistingFile);
+  sub->add_option("--tls-server-name", f->tls_server_name,
+                  "Name to check the server certificate against");
+  sub->add_option("--rpc-timeout", f->rpc_timeout_s, "Seconds for each short request (default 30)")
+      ->check(CLI::PositiveNumber);
+}
+
+Result<client::ConnectOptions> ToConnectOptions(const ClientFlags& f) {
+  client::ConnectOptions o;
+  o.target = f.target;
+  if (!f.token.empty() && !f.token_file.empty()) {
+    return Status::InvalidArgument("give either --token or --token-file, not both");
+  }
+  o.token = f.token;
+  if (!f.token_file.empty()) {
+    std::ifstream in(f.token_file);
+    if (!std::getline(in, o.token) || o.token.empty()) {
+      return Status::InvalidArgument("--token-file '" + f.token_file +
+                                     "' does not start with a token line");
+    }
+    while (!o.token.empty() && (o.token.back() == '\r' || o.token.back() == ' ')) o.token.pop_back();
+  }
+  o.tls.enabled = f.tls || !f.tls_ca.empty() || !f.tls_cert.empty() || !f.tls_key.empty() ||
+                  !f.tls_server_name.empty();
+  o.tls.ca_file = f.tls_ca;
+  o.tls.cert_file = f.tls_cert;
+  o.tls.key_file = f.tls_key;
+  o.tls.server_name = f.tls_server_name;
+  o.rpc_timeout = std::chrono::milliseconds(static_cast<long long>(f.rpc_timeout_s * 1000));
+  return o;
+}
+
+}  // namespace embstore::cli

@@ -1,0 +1,284 @@
+#include "embstore/client/client.h"
+
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "embstore/store/checksum.h"
+#include "embstore/v1/embstore.grpc.pb.h"
+#include "grpc_util.h"
+
+namespace embstore::client {
+
+namespace v1 = ::embstore::v1;
+using Clock = std::chrono::steady_clock;
+
+namespace {
+
+Result<std::string> ReadPem(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::InvalidArgument(std::string("cannot read TLS ") + what + " '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+std::optional<store::DType> FromProto(v1::DType d) {
+  switch (d) {
+    case v1::DTYPE_F32: return store::DType::kF32;
+    case v1::DTYPE_F16: return store::DType::kF16;
+    case v1::DTYPE_BF16: return store::DType::kBF16;
+    default: return std::nullopt;
+  }
+}
+
+Result<TableDesc> ToDesc(const v1::TableInfo& t) {
+  auto dtype = FromProto(t.dtype());
+  if (!dtype) {
+    return Status::Unimplemented("table '" + t.name() + "' has a dtype this client does not know (" +
+                                 std::to_string(t.dtype()) + ")");
+  }
+  TableDesc d;
+  d.name = t.name();
+  d.rows = t.rows();
+  d.dim = t.dim();
+  d.dtype = *dtype;
+  d.row_bytes = t.row_bytes();
+  d.content_id = t.content_id();
+  d.generation = t.generation();
+  d.block_rows = t.block_rows();
+  d.num_blocks = t.num_blocks();
+  d.has_keys = t.has_keys();
+  d.key_bytes = t.key_bytes();
+  d.format_version = t.format_version();
+  for (const auto& [k, v] : t.metadata()) d.metadata[k] = v;
+  if (t.has_file() && !t.file().path().empty()) {
+    d.file = FileIdentity{t.file().path(), t.file().device(), t.file().inode(), t.file().size(),
+                          t.file().mtime_ns()};
+  }
+  if (d.row_bytes != d.dim * store::DTypeSize(d.dtype) || d.block_rows == 0) {
+    return Status::Internal("server described table '" + d.name + "' inconsistently (row_bytes " +
+                            std::to_string(d.row_bytes) + ", dim " + std::to_string(d.dim) +
+                            ", block_rows " + std::to_string(d.block_rows) + ")");
+  }
+  return d;
+}
+
+}  // namespace
+
+void CancelToken::Cancel() {
+  cancelled_.store(true, std::memory_order_release);
+  std::lock_guard<std::mutex> lock(mu_);
+  for (void* c : contexts_) static_cast<grpc::ClientContext*>(c)->TryCancel();
+}
+
+
+Client::Client(ConnectOptions options) : options_(std::move(options)), impl_(new Impl) {}
+Client::~Client() = default;
+
+Result<std::unique_ptr<Client>> Client::Connect(const ConnectOptions& options) {
+  if (options.target.empty()) return Status::InvalidArgument("no server target given");
+  if (options.target.rfind("unix:", 0) != 0 &&
+      options.target.find(':') == std::string::npos) {
+    return Status::InvalidArgument("target '" + options.target +
+                                   "' is neither host:port nor unix:PATH");
+  }
+  std::unique_ptr<Client> c(new Client(options));
+  if (options.tls.enabled) {
+    grpc::SslCredentialsOptions ssl;
+    if (!options.tls.ca_file.empty()) {
+      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(options.tls.ca_file, "CA file"));
+    }
+    if (!options.tls.cert_file.empty() || !options.tls.key_file.empty()) {
+      if (options.tls.cert_file.empty() || options.tls.key_file.empty()) {
+        return Status::InvalidArgument("a TLS client certificate needs both --tls-cert and --tls-key");
+      }
+      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadPem(options.tls.cert_file, "certificate"));
+      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPem(options.tls.key_file, "key"));
+    }
+    c->impl_->creds = grpc::SslCredentials(ssl);
+    if (!options.tls.server_name.empty()) {
+      c->impl_->base_args.SetSslTargetNameOverride(options.tls.server_name);
+    }
+  } else {
+    c->impl_->creds = grpc::InsecureChannelCredentials();
+  }
+  // Row chunks stay under 4 MiB, but lookups of many rows may be larger.
+  c->impl_->base_args.SetMaxReceiveMessageSize(64 << 20);
+  c->impl_->control =
+      grpc::CreateCustomChannel(options.target, c->impl_->creds, c->impl_->base_args);
+  c->impl_->stub = v1::EmbStore::NewStub(c->impl_->control);
+  return c;
+}
+
+
+Result<std::vector<TableDesc>> Client::ListTables() {
+  grpc::ClientContext ctx;
+  internal::PrepareContext(&ctx, options_, std::nullopt, true);
+  v1::ListTablesResponse resp;
+  grpc::Status s = impl_->stub->ListTables(&ctx, v1::ListTablesRequest(), &resp);
+  if (!s.ok()) return internal::FromGrpc(s, options_.target);
+  std::vector<TableDesc> out;
+  for (const auto& t : resp.tables()) {
+    EMBSTORE_ASSIGN_OR_RETURN(auto d, ToDesc(t));
+    out.push_back(std::move(d));
+  }
+  return out;
+}
+
+Result<TableDesc> Client::Describe(const std::string& table) {
+  grpc::ClientContext ctx;
+  internal::PrepareContext(&ctx, options_, std::nullopt, true);
+  v1::DescribeTableRequest req;
+  req.set_table(table);
+  v1::TableInfo info;
+  grpc::Status s = impl_->stub->DescribeTable(&ctx, req, &info);
+  if (!s.ok()) return internal::FromGrpc(s, options_.target);
+  return ToDesc(info);
+}
+
+Result<std::uint64_t> Client::OutputBytes(const TableDesc& desc, const LoadOptions& o) {
+  std::uint64_t end = o.end_row.value_or(desc.rows);
+  if (o.begin_row > end) {
+    return Status::InvalidArgument("row range [" + std::to_string(o.begin_row) + ", " +
+                                   std::to_string(end) + ") begins after it ends");
+  }
+  if (end > desc.rows) {
+    return Status::OutOfRange("row range [" + std::to_string(o.begin_row) + ", " +
+                              std::to_string(end) + ") is outside table '" + desc.name + "' of " +
+                              std::to_string(desc.rows) + " rows");
+  }
+  std::uint64_t per_row = o.to_f32 ? desc.dim * 4 : desc.row_bytes;
+  return (end - o.begin_row) * per_row;
+}
+
+Result<std::shared_ptr<const store::Table>> Client::OpenLocal(const TableDesc& desc) {
+  if (!desc.file) return Status::NotFound("server did not say where table '" + desc.name + "' lives");
+  const FileIdentity& f = *desc.file;
+  struct stat st;
+  if (::stat(f.path.c_str(), &st) != 0) {
+    return Status::NotFound("table file '" + f.path + "' is not reachable from this host");
+  }
+  std::int64_t mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 +
+                          st.st_mtim.tv_nsec;
+  if (static_cast<std::uint64_t>(st.st_dev) != f.device ||
+      static_cast<std::uint64_t>(st.st_ino) != f.inode ||
+      static_cast<std::uint64_t>(st.st_size) != f.size || mtime_ns != f.mtime_ns) {
+    return Status::NotFound("'" + f.path + "' on this host is not the server's file (another host "
+                            "or a newer version)");
+  }
+  EMBSTORE_ASSIGN_OR_RETURN(auto table, store::Table::Open(f.path));
+  if (store::ContentId(*table) != desc.content_id) {
+    return Status::NotFound("'" + f.path + "' changed since the server described it");
+  }
+  return table;
+}
+
+namespace {
+
+// Sends a lookup of `n` items in batches that stay within the server's default limits (16384
+// items, about 4 MiB of row data); `fill(req, first, count)` puts items [first, first + count)
+// into a request. Every batch is pinned to the table version the first one saw.
+Result<LookupResult> LookupBatched(
+    v1::EmbStore::Stub* stub, const ConnectOptions& o, const std::string& table, std::size_t n,
+    const std::function<void(v1::LookupRequest*, std::size_t, std::size_t)>& fill) {
+  constexpr std::size_t kMaxItems = 16384;
+  constexpr std::size_t kMaxBytes = (4u << 20) - (64u << 10);
+  LookupResult out;
+  std::optional<std::uint64_t> pinned;
+  std::size_t i = 0;
+  do {
+    std::size_t batch = std::min<std::size_t>(n - i, 256);  // until the row size is known
+    if (pinned && out.dim > 0) {
+      std::size_t row_bytes = out.dim * store::DTypeSize(out.dtype);
+      batch = std::min({n - i, kMaxItems, std::max<std::size_t>(1, kMaxBytes / row_bytes)});
+    }
+    grpc::ClientContext ctx;
+    internal::PrepareContext(&ctx, o, std::nullopt, true);
+    v1::LookupRequest req;
+    req.set_table(table);
+    if (pinned) req.set_expected_content_id(*pinned);
+    fill(&req, i, batch);
+    v1::LookupResponse resp;
+    grpc::Status s = stub->Lookup(&ctx, req, &resp);
+    if (!s.ok()) return internal::FromGrpc(s, o.target);
+    auto dt = FromProto(resp.dtype());
+    if (!dt) return Status::Internal("server '" + o.target + "' sent an unknown dtype");
+    out.dim = resp.dim();
+    out.dtype = *dt;
+    pinned = resp.content_id();
+    out.rows.insert(out.rows.end(), resp.rows().begin(), resp.rows().end());
+    for (std::uint32_t m : resp.missing()) out.missing.push_back(static_cast<std::uint32_t>(i + m));
+    const auto* d = reinterpret_cast<const std::byte*>(resp.data().data());
+    out.data.insert(out.data.end(), d, d + resp.data().size());
+    i += batch;
+  } while (i < n);
+  return out;
+}
+
+}  // namespace
+
+Result<LookupResult> Client::LookupRows(const std::string& table,
+                                        std::span<const std::uint64_t> rows) {
+  return LookupBatched(impl_->stub.get(), options_, table, rows.size(),
+                       [&](v1::LookupRequest* req, std::size_t first, std::size_t count) {
+                         auto* ids = req->mutable_rows();
+                         for (std::size_t j = first; j < first + count; ++j) ids->add_ids(rows[j]);
+                       });
+}
+
+Result<LookupResult> Client::LookupKeys(const std::string& table,
+                                        std::span<const std::string> keys) {
+  return LookupBatched(impl_->stub.get(), options_, table, keys.size(),
+                       [&](v1::LookupRequest* req, std::size_t first, std::size_t count) {
+                         auto* ks = req->mutable_keys();
+                         for (std::size_t j = first; j < first + count; ++j) ks->add_keys(keys[j]);
+                       });
+}
+
+Result<std::vector<std::string>> Client::Keys(const std::string& table, std::uint64_t begin,
+                                              std::optional<std::uint64_t> end) {
+  grpc::ClientContext ctx;
+  internal::PrepareContext(&ctx, options_, std::nullopt, false);
+  v1::StreamKeysRequest req;
+  req.set_table(table);
+  req.set_begin_row(begin);
+  if (end) req.set_end_row(*end);
+  auto reader = impl_->stub->StreamKeys(&ctx, req);
+  std::vector<std::string> out;
+  v1::KeyChunk chunk;
+  std::optional<std::uint64_t> content;
+  while (reader->Read(&chunk)) {
+    if (chunk.first_row() != begin + out.size()) {
+      ctx.TryCancel();
+      return Status::Internal("server sent keys from row " + std::to_string(chunk.first_row()) +
+                              ", expected row " + std::to_string(begin + out.size()));
+    }
+    if (content && *content != chunk.content_id()) {
+      ctx.TryCancel();
+      return Status::FailedPrecondition("table '" + table + "' changed while its keys streamed");
+    }
+    content = chunk.content_id();
+    std::size_t pos = 0;
+    for (std::uint32_t len : chunk.key_lengths()) {
+      if (pos + len > chunk.key_data().size()) {
+        ctx.TryCancel();
+        return Status::Internal("server sent a malformed key chunk");
+      }
+      out.emplace_back(chunk.key_data().substr(pos, len));
+      pos += len;
+    }
+  }
+  grpc::Status s = reader->Finish();
+  if (!s.ok()) return internal::FromGrpc(s, options_.target);
+  return out;
+}
+
+}  // namespace embstore::client

@@ -1,0 +1,417 @@
+// Client against the real server, in-process, on ephemeral loopback ports, with fault injection:
+// a server killed and restarted mid-load, a chunk corrupted at the source, a server that never
+// comes back, bad targets, unknown tables, wrong tokens, and cancellation.
+#include "embstore/client/client.h"
+
+#include <fcntl.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+#include <cstring>
+#include <filesystem>
+#include <random>
+#include <thread>
+
+#include <gtest/gtest.h>
+
+#include "embstore/server/server.h"
+#include "embstore/store/writer.h"
+
+namespace embstore::client {
+namespace {
+
+using store::DType;
+
+class TempDir {
+ public:
+  TempDir() {
+    char tmpl[] = "/tmp/embstore-client-XXXXXX";
+    path_ = mkdtemp(tmpl);
+  }
+  ~TempDir() { std::filesystem::remove_all(path_); }
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// Random f32 values rounded to `dtype`, returned as the encoded bytes the table holds.
+std::vector<std::byte> WriteTable(const std::string& path, std::uint64_t rows, std::uint64_t dim,
+                                  DType dtype, bool keys, std::uint64_t block_rows,
+                                  unsigned seed = 1) {
+  std::mt19937 rng(seed);
+  std::normal_distribution<float> dist(0, 1);
+  std::vector<float> v(rows * dim);
+  for (auto& x : v) x = dist(rng);
+  store::WriterOptions o;
+  o.dim = dim;
+  o.dtype = dtype;
+  o.with_keys = keys;
+  o.block_rows = block_rows;
+  o.metadata["origin"] = "client_test";
+  auto w = store::TableWriter::Create(path, o);
+  EXPECT_TRUE(w.ok()) << w.status().ToString();
+  EXPECT_TRUE((*w)->AppendRowsF32(v).ok());
+  for (std::uint64_t r = 0; keys && r < rows; ++r) {
+    EXPECT_TRUE((*w)->AppendKey("key" + std::to_string(r)).ok());
+  }
+  EXPECT_TRUE((*w)->Finish().ok());
+  auto t = store::Table::Open(path);
+  auto bytes = *(*t)->RowBytes(0, rows);
+  return std::vector<std::byte>(bytes.begin(), bytes.end());
+}
+
+class ClientTest : public ::testing::Test {
+ protected:
+  void SetUp() override { StartServer("127.0.0.1:0"); }
+
+  void StartServer(const std::string& listen, std::vector<std::string> tokens = {}) {
+    server::ServerConfig cfg;
+    cfg.store_dir = dir_.path();
+    cfg.listen = {listen};
+    cfg.poll_interval = std::chrono::milliseconds(3600 * 1000);  // tests refresh explicitly
+    cfg.auth_tokens = std::move(tokens);
+    cfg.log_level = "error";
+    auto s = server::Server::Start(cfg);
+    ASSERT_TRUE(s.ok()) << s.status().ToString();
+    server_ = std::move(*s);
+    target_ = server_->addresses()[0];
+  }
+
+  void StopServer() {
+    if (server_) server_->Shutdown(std::chrono::milliseconds(0));
+    server_.reset();
+  }
+
+  void TearDown() override { StopServer(); }
+
+  std::unique_ptr<Client> Connect(std::string token = "") {
+    ConnectOptions o;
+    o.target = target_;
+    o.token = std::move(token);
+    auto c = Client::Connect(o);
+    EXPECT_TRUE(c.ok()) << c.status().ToString();
+    return std::move(*c);
+  }
+
+  // Adds a table file to the served directory and makes the server see it.
+  std::vector<std::byte> AddTable(const std::string& name, std::uint64_t rows, std::uint64_t dim,
+                                  DType dtype = DType::kF32, bool keys = false,
+                                  std::uint64_t block_rows = 64) {
+    auto bytes = WriteTable(dir_.path() + "/" + name + ".emb", rows, dim, dtype, keys, block_rows);
+    EXPECT_TRUE(server_->catalog().Refresh().ok());
+    return bytes;
+  }
+
+  static LoadOptions Streamed(int streams = 2) {
+    LoadOptions o;
+    o.allow_local = false;
+    o.streams = streams;
+    o.initial_backoff = std::chrono::milliseconds(20);
+    o.max_backoff = std::chrono::milliseconds(200);
+    return o;
+  }
+
+  TempDir dir_;
+  std::unique_ptr<server::Server> server_;
+  std::string target_;
+};
+
+TEST_F(ClientTest, ListsAndDescribesTables) {
+  AddTable("alpha", 10, 4, DType::kF16, true);
+  AddTable("beta", 3, 2);
+  auto c = Connect();
+  auto tables = c->ListTables();
+  ASSERT_TRUE(tables.ok()) << tables.status().ToString();
+  ASSERT_EQ(tables->size(), 2u);
+  EXPECT_EQ((*tables)[0].name, "alpha");
+  EXPECT_EQ((*tables)[0].dtype, DType::kF16);
+  EXPECT_EQ((*tables)[1].rows, 3u);
+  auto d = c->Describe("alpha");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->dim, 4u);
+  EXPECT_TRUE(d->has_keys);
+  EXPECT_EQ(d->metadata.at("origin"), "client_test");
+  ASSERT_TRUE(d->file.has_value());
+}
+
+TEST_F(ClientTest, StreamsWholeTablesBitIdenticalWithAnyStreamCount) {
+  for (DType dt : {DType::kF32, DType::kF16, DType::kBF16}) {
+    std::string name = "t" + std::to_string(static_cast<int>(dt));
+    auto want = AddTable(name, 5000, 24, dt, false, 100);
+    auto c = Connect();
+    for (int streams : {1, 3, 8}) {
+      std::vector<std::byte> got(want.size());
+      auto stats = c->Load(name, got, Streamed(streams));
+      ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+      EXPECT_FALSE(stats->local);
+      EXPECT_EQ(stats->streams, streams);
+      EXPECT_EQ(stats->bytes, want.size());
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0) << name << " " << streams;
+    }
+  }
+}
+
+TEST_F(ClientTest, LoadsUnalignedRowRangesWithSmallChunks) {
+  auto want = AddTable("t", 1000, 5, DType::kF32, false, 64);
+  auto c = Connect();
+  LoadOptions o = Streamed(3);
+  o.begin_row = 37;
+  o.end_row = 901;
+  o.chunk_bytes = 7 * 20;  // 7 rows: chunks are pieces of blocks, checked by payload checksums
+  std::vector<std::byte> got((901 - 37) * 20);
+  auto stats = c->Load("t", got, o);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_EQ(std::memcmp(got.data(), want.data() + 37 * 20, got.size()), 0);
+}
+
+TEST_F(ClientTest, ConvertsHalfTypesToF32OnTheFly) {
+  auto want = AddTable("h", 300, 16, DType::kBF16, false, 50);
+  auto c = Connect();
+  LoadOptions o = Streamed(2);
+  o.to_f32 = true;
+  std::vector<float> got(300 * 16);
+  auto stats = c->Load("h", std::as_writable_bytes(std::span<float>(got)), o);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  for (std::size_t i = 0; i < got.size(); ++i) {
+    std::uint16_t b;
+    std::memcpy(&b, want.data() + 2 * i, 2);
+    ASSERT_EQ(got[i], store::BF16ToF32(b)) << i;
+  }
+}
+
+TEST_F(ClientTest, RejectsWrongBufferSizeAndBadRanges) {
+  AddTable("t", 10, 4);
+  auto c = Connect();
+  std::vector<std::byte> small(10);
+  EXPECT_EQ(c->Load("t", small).status().code(), StatusCode::kInvalidArgument);
+  LoadOptions o;
+  o.end_row = 11;
+  EXPECT_EQ(c->Load("t", small, o).status().code(), StatusCode::kOutOfRange);
+}
+
+TEST_F(ClientTest, UsesTheLocalFileWhenItIsTheServersFile) {
+  auto want = AddTable("t", 400, 8);
+  auto c = Connect();
+  std::vector<std::byte> got(want.size());
+  std::vector<LoadEvent> events;
+  LoadOptions o;
+  o.on_event = [&](const LoadEvent& e) { events.push_back(e); };
+  auto stats = c->Load("t", got, o);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_TRUE(stats->local);
+  EXPECT_EQ(got, want);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events[0].kind, LoadEvent::Kind::kLocal);
+
+  auto desc = *c->Describe("t");
+  auto mapped = c->OpenLocal(desc);
+  ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
+  EXPECT_EQ((*mapped)->rows(), 400u);
+  desc.file->inode += 1;  // another host's file, or a replaced one
+  EXPECT_EQ(c->OpenLocal(desc).status().code(), StatusCode::kNotFound);
+}
+
+TEST_F(ClientTest, ResumesAfterTheServerIsKilledAndRestarted) {
+  // Large enough (51 MB) that most of it is still to come when the server dies, whatever the
+  // socket and HTTP/2 buffers hold.
+  auto want = AddTable("t", 200000, 64, DType::kF32, false, 4096);
+  const std::string addr = target_;
+  auto c = Connect();
+  std::vector<std::byte> got(want.size());
+  std::atomic<int> chunks{0};
+  std::thread restarter;
+  LoadOptions o = Streamed(2);
+  o.after_chunk = [&](int, std::uint64_t) {
+    if (++chunks == 10) {
+      // Kill the server under the load, and bring it back on the same address a little later.
+      StopServer();
+      restarter = std::thread([&] {
+        std::this_thread::sleep_for(std::chrono::milliseconds(300));
+        StartServer(addr);
+      });
+    }
+  };
+  auto stats = c->Load("t", got, o);
+  if (restarter.joinable()) restarter.join();
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_GE(stats->resumes, 1);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+  // Nothing verified was fetched twice: at most the chunks cut off in flight were re-sent.
+  EXPECT_LT(stats->wire_bytes, want.size() + want.size() / 2);
+}
+
+TEST_F(ClientTest, DetectsACorruptChunkAndFetchesItAgain) {
+  auto want = AddTable("t", 1000, 4, DType::kF32, false, 50);
+  const std::string file = dir_.path() + "/t.emb";
+  const std::uint64_t data_offset = (*store::Table::Open(file))->data_offset();
+  const std::uint64_t at = data_offset + 777 * 16 + 5;  // block 15
+  int fd = ::open(file.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  unsigned char orig, bad;
+  ASSERT_EQ(::pread(fd, &orig, 1, at), 1);
+  bad = orig ^ 0x5A;
+  ASSERT_EQ(::pwrite(fd, &bad, 1, at), 1);  // the server's mapping now serves a wrong byte
+
+  auto c = Connect();
+  std::vector<std::byte> got(want.size());
+  std::vector<LoadEvent> events;
+  LoadOptions o = Streamed(2);
+  o.on_event = [&](const LoadEvent& e) {
+    events.push_back(e);
+    if (e.kind == LoadEvent::Kind::kBadChunk) {
+      EXPECT_NE(e.message.find("block 15 (rows [750, 800))"), std::string::npos) << e.message;
+      EXPECT_EQ(::pwrite(fd, &orig, 1, at), 1);  // the next fetch gets the right byte
+    }
+  };
+  // The retry has to wait for the calling thread to deliver the event; give it time.
+  o.initial_backoff = std::chrono::milliseconds(400);
+  auto stats = c->Load("t", got, o);
+  ::close(fd);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_GE(stats->bad_chunks, 1);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+}
+
+TEST_F(ClientTest, PersistentCorruptionFailsNamingTheBlock) {
+  AddTable("t", 1000, 4, DType::kF32, false, 50);
+  const std::string file = dir_.path() + "/t.emb";
+  const std::uint64_t at = (*store::Table::Open(file))->data_offset() + 10 * 16;
+  int fd = ::open(file.c_str(), O_RDWR);
+  unsigned char b = 0x77;
+  ASSERT_EQ(::pwrite(fd, &b, 1, at), 1);
+  ::close(fd);
+  auto c = Connect();
+  std::vector<std::byte> got(1000 * 16);
+  LoadOptions o = Streamed(1);
+  o.max_attempts = 3;
+  o.initial_backoff = std::chrono::milliseconds(1);
+  auto stats = c->Load("t", got, o);
+  ASSERT_FALSE(stats.ok());
+  EXPECT_EQ(stats.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(stats.status().message().find("block 0 (rows [0, 50))"), std::string::npos)
+      << stats.status().message();
+}
+
+TEST_F(ClientTest, GivesUpClearlyWhenTheServerNeverComesBack) {
+  AddTable("t", 200000, 64, DType::kF32, false, 4096);
+  auto c = Connect();
+  std::vector<std::byte> got(200000 * 256);
+  LoadOptions o = Streamed(1);
+  o.max_attempts = 3;
+  o.initial_backoff = std::chrono::milliseconds(10);
+  o.after_chunk = [&](int, std::uint64_t row) {
+    if (row == 0) StopServer();
+  };
+  auto stats = c->Load("t", got, o);
+  ASSERT_FALSE(stats.ok());
+  EXPECT_EQ(stats.status().code(), StatusCode::kUnavailable);
+  EXPECT_NE(stats.status().message().find("gave up at row"), std::string::npos)
+      << stats.status().message();
+  EXPECT_NE(stats.status().message().find(target_), std::string::npos) << stats.status().message();
+}
+
+TEST_F(ClientTest, DeadlinePassesWhileTheServerIsDown) {
+  AddTable("t", 200000, 64, DType::kF32, false, 4096);
+  auto c = Connect();
+  std::vector<std::byte> got(200000 * 256);
+  LoadOptions o = Streamed(1);
+  o.max_attempts = 1000;
+  o.timeout = std::chrono::milliseconds(1500);
+  o.after_chunk = [&](int, std::uint64_t row) {
+    if (row == 0) StopServer();
+  };
+  auto stats = c->Load("t", got, o);
+  ASSERT_FALSE(stats.ok());
+  EXPECT_EQ(stats.status().code(), StatusCode::kDeadlineExceeded) << stats.status().ToString();
+}
+
+TEST_F(ClientTest, CancelsMidLoad) {
+  AddTable("t", 200000, 64, DType::kF32, false, 4096);
+  auto c = Connect();
+  std::vector<std::byte> got(200000 * 256);
+  CancelToken cancel;
+  LoadOptions o = Streamed(2);
+  o.cancel = &cancel;
+  o.after_chunk = [&](int, std::uint64_t) { cancel.Cancel(); };
+  auto stats = c->Load("t", got, o);
+  EXPECT_EQ(stats.status().code(), StatusCode::kCancelled) << stats.status().ToString();
+  // A progress callback returning false cancels too.
+  LoadOptions p = Streamed(2);
+  p.progress = [](std::uint64_t, std::uint64_t) { return false; };
+  p.after_chunk = [](int, std::uint64_t) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  };
+  EXPECT_EQ(c->Load("t", got, p).status().code(), StatusCode::kCancelled);
+}
+
+TEST_F(ClientTest, ClearErrorsForBadTargetsAndUnknownTables) {
+  ConnectOptions bad;
+  bad.target = "no-port-here";
+  EXPECT_EQ(Client::Connect(bad).status().code(), StatusCode::kInvalidArgument);
+  ConnectOptions dead;
+  dead.target = "127.0.0.1:1";
+  dead.rpc_timeout = std::chrono::milliseconds(2000);
+  auto c = *Client::Connect(dead);
+  auto d = c->Describe("t");
+  EXPECT_EQ(d.status().code(), StatusCode::kUnavailable) << d.status().ToString();
+  EXPECT_NE(d.status().message().find("127.0.0.1:1"), std::string::npos);
+
+  auto good = Connect();
+  auto u = good->Describe("nope");
+  EXPECT_EQ(u.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(u.status().message().find("nope"), std::string::npos) << u.status().message();
+  EXPECT_EQ(good->Describe("../etc/passwd").status().code(), StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientTest, TokensAreCheckedByTheServer) {
+  StopServer();
+  StartServer("127.0.0.1:0", {"s3cret"});
+  AddTable("t", 10, 4);
+  auto none = Connect()->Describe("t");
+  EXPECT_EQ(none.status().code(), StatusCode::kUnauthenticated) << none.status().ToString();
+  auto wrong = Connect("guess")->Describe("t");
+  EXPECT_EQ(wrong.status().code(), StatusCode::kUnauthenticated);
+  EXPECT_TRUE(Connect("s3cret")->Describe("t").ok());
+}
+
+TEST_F(ClientTest, LooksUpRowsAndKeysAndReportsMissingKeys) {
+  auto want = AddTable("t", 100, 4, DType::kF32, true, 16);
+  auto c = Connect();
+  std::vector<std::uint64_t> ids = {5, 0, 99};
+  auto r = c->LookupRows("t", ids);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->rows, ids);
+  EXPECT_EQ(std::memcmp(r->data.data() + 16, want.data(), 16), 0);
+  EXPECT_EQ(c->LookupRows("t", std::vector<std::uint64_t>{100}).status().code(),
+            StatusCode::kOutOfRange);
+
+  std::vector<std::string> keys = {"key7", "missing", "key42", "nope"};
+  auto k = c->LookupKeys("t", keys);
+  ASSERT_TRUE(k.ok()) << k.status().ToString();
+  EXPECT_EQ(k->rows, (std::vector<std::uint64_t>{7, 42}));
+  EXPECT_EQ(k->missing, (std::vector<std::uint32_t>{1, 3}));
+  EXPECT_EQ(std::memcmp(k->data.data(), want.data() + 7 * 16, 16), 0);
+
+  auto all = c->Keys("t");
+  ASSERT_TRUE(all.ok()) << all.status().ToString();
+  ASSERT_EQ(all->size(), 100u);
+  EXPECT_EQ((*all)[42], "key42");
+  auto some = c->Keys("t", 10, 12);
+  ASSERT_TRUE(some.ok());
+  EXPECT_EQ(*some, (std::vector<std::string>{"key10", "key11"}));
+}
+
+TEST_F(ClientTest, LargeLookupsAreSplitIntoBatches) {
+  auto want = AddTable("t", 40000, 64, DType::kF32, false, 1000);
+  auto c = Connect();
+  std::vector<std::uint64_t> ids(40000);
+  for (std::uint64_t i = 0; i < ids.size(); ++i) ids[i] = ids.size() - 1 - i;
+  auto r = c->LookupRows("t", ids);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->data.size(), want.size());
+  EXPECT_EQ(std::memcmp(r->data.data(), want.data() + (40000 - 1) * 256, 256), 0);
+}
+
+}  // namespace
+}  // namespace embstore::client

@@ -1,0 +1,48 @@
+#include "grpc_util.h"
+
+namespace embstore::client::internal {
+
+Status FromGrpc(const grpc::Status& s, const std::string& target) {
+  std::string msg = s.error_message();
+  switch (s.error_code()) {
+    case grpc::StatusCode::OK: return Status::OK();
+    case grpc::StatusCode::NOT_FOUND: return Status::NotFound(msg);
+    case grpc::StatusCode::INVALID_ARGUMENT: return Status::InvalidArgument(msg);
+    case grpc::StatusCode::OUT_OF_RANGE: return Status::OutOfRange(msg);
+    case grpc::StatusCode::FAILED_PRECONDITION: return Status::FailedPrecondition(msg);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED: return Status::ResourceExhausted(msg);
+    case grpc::StatusCode::PERMISSION_DENIED: return Status::PermissionDenied(msg);
+    case grpc::StatusCode::UNAUTHENTICATED:
+      return Status::Unauthenticated("server '" + target + "' refused the credentials: " + msg);
+    case grpc::StatusCode::DEADLINE_EXCEEDED:
+      return Status::DeadlineExceeded("server '" + target + "': deadline exceeded: " + msg);
+    case grpc::StatusCode::CANCELLED: return Status::Cancelled(msg);
+    case grpc::StatusCode::DATA_LOSS: return Status::Corruption("server '" + target + "': " + msg);
+    case grpc::StatusCode::UNIMPLEMENTED: return Status::Unimplemented(msg);
+    case grpc::StatusCode::UNAVAILABLE:
+    case grpc::StatusCode::ABORTED:
+      return Status::Unavailable("cannot reach embstore server at '" + target + "': " + msg);
+    default:
+      return Status::Internal("server '" + target + "': " + msg);
+  }
+}
+
+bool Transient(grpc::StatusCode c) {
+  return c == grpc::StatusCode::UNAVAILABLE || c == grpc::StatusCode::ABORTED ||
+         c == grpc::StatusCode::INTERNAL || c == grpc::StatusCode::UNKNOWN ||
+         c == grpc::StatusCode::RESOURCE_EXHAUSTED;
+}
+
+void PrepareContext(grpc::ClientContext* ctx, const ConnectOptions& o,
+                    std::optional<std::chrono::steady_clock::time_point> deadline, bool unary) {
+  if (!o.token.empty()) ctx->AddMetadata("authorization", "Bearer " + o.token);
+  // gRPC takes system_clock deadlines; embstore keeps steady_clock ones (immune to clock jumps).
+  auto remaining = deadline ? *deadline - std::chrono::steady_clock::now()
+                            : std::chrono::steady_clock::duration(o.rpc_timeout);
+  if (deadline || (unary && o.rpc_timeout.count() > 0)) {
+    ctx->set_deadline(std::chrono::system_clock::now() +
+                      std::chrono::duration_cast<std::chrono::system_clock::duration>(remaining));
+  }
+}
+
+}  // namespace embstore::client::internal

@@ -1,0 +1,48 @@
+// Private: the client's bridge between gRPC and embstore's Status.
+#ifndef EMBSTORE_CLIENT_GRPC_UTIL_H_
+#define EMBSTORE_CLIENT_GRPC_UTIL_H_
+
+#include <chrono>
+#include <optional>
+#include <string>
+
+#include <grpcpp/grpcpp.h>
+
+#include "embstore/client/client.h"
+#include "embstore/v1/embstore.grpc.pb.h"
+
+namespace embstore::client::internal {
+
+// A gRPC status as an embstore Status whose message names the server.
+Status FromGrpc(const grpc::Status& s, const std::string& target);
+
+// Failures worth retrying: the server or the connection went away, or the server shed load.
+bool Transient(grpc::StatusCode code);
+
+// Adds the bearer token and a deadline: `deadline` when given, else the unary RPC timeout for
+// unary calls, else none.
+void PrepareContext(grpc::ClientContext* ctx, const ConnectOptions& o,
+                    std::optional<std::chrono::steady_clock::time_point> deadline, bool unary);
+
+}  // namespace embstore::client::internal
+
+namespace embstore::client {
+
+struct Client::Impl {
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  grpc::ChannelArguments base_args;
+  std::shared_ptr<grpc::Channel> control;  // unary calls share one connection
+  std::unique_ptr<v1::EmbStore::Stub> stub;
+
+  // A channel on its own connection, so parallel streams are not multiplexed onto one TCP
+  // connection (one connection is bounded by one core's worth of HTTP/2 framing).
+  std::shared_ptr<grpc::Channel> NewChannel(const std::string& target) const {
+    grpc::ChannelArguments args = base_args;
+    args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    return grpc::CreateCustomChannel(target, creds, args);
+  }
+};
+
+}  // namespace embstore::client
+
+#endif  // EMBSTORE_CLIENT_GRPC_UTIL_H_

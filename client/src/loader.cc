@@ -1,0 +1,372 @@
+// Client::Load: parallel, verified, resumable streaming of a row range into the caller's buffer,
+// or a copy from the local mapping when the server's file is on this host.
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "embstore/client/client.h"
+#include "embstore/store/checksum.h"
+#include "embstore/v1/embstore.grpc.pb.h"
+#include "grpc_util.h"
+
+namespace embstore::client {
+
+namespace v1 = ::embstore::v1;
+using Clock = std::chrono::steady_clock;
+
+// One Load() call. Workers each own a contiguous, block-aligned part of the range and write only
+// their part of the buffer, so they share nothing but counters and the first error.
+class Loader {
+ public:
+  Loader(Client& client, const TableDesc& desc, std::span<std::byte> out, const LoadOptions& o)
+      : client_(client), desc_(desc), out_(out), o_(o) {}
+
+  Result<LoadStats> Run();
+
+ private:
+  struct Part {
+    std::uint64_t begin, end;
+  };
+
+  Result<LoadStats> RunLocal(const store::Table& table);
+  Status Stream(int index, Part part);
+  Status VerifyChunk(const v1::RowChunk& c) const;
+  void Place(std::uint64_t first_row, std::span<const std::byte> payload);
+  void Fail(Status st);
+  bool SleepBackoff(int attempt);  // false when cancelled or past the deadline
+  std::optional<Clock::time_point> deadline() const { return deadline_; }
+
+  Client& client_;
+  const TableDesc& desc_;
+  std::span<std::byte> out_;
+  const LoadOptions& o_;
+  std::uint64_t begin_ = 0, end_ = 0;
+  std::optional<Clock::time_point> deadline_;
+  CancelToken cancel_;  // internal: mirrors the caller's token, and stops all on the first error
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  Status first_error_;
+  int running_ = 0;
+  std::vector<LoadEvent> events_;  // handed to on_event on the calling thread
+  std::atomic<std::uint64_t> done_bytes_{0};
+  std::atomic<std::uint64_t> wire_bytes_{0};
+  std::atomic<int> resumes_{0};
+  std::atomic<int> bad_chunks_{0};
+};
+
+Result<LoadStats> Client::Load(const std::string& table, std::span<std::byte> out,
+                               const LoadOptions& options) {
+  EMBSTORE_ASSIGN_OR_RETURN(TableDesc desc, Describe(table));
+  EMBSTORE_ASSIGN_OR_RETURN(std::uint64_t need, OutputBytes(desc, options));
+  if (out.size() != need) {
+    return Status::InvalidArgument("buffer for table '" + table + "' holds " +
+                                   std::to_string(out.size()) + " bytes, the load needs " +
+                                   std::to_string(need));
+  }
+  Loader loader(*this, desc, out, options);
+  return loader.Run();
+}
+
+void Loader::Fail(Status st) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (first_error_.ok()) first_error_ = std::move(st);
+  }
+  cancel_.Cancel();
+  cv_.notify_all();
+}
+
+void Loader::Place(std::uint64_t first_row, std::span<const std::byte> payload) {
+  const std::uint64_t rows = payload.size() / desc_.row_bytes;
+  if (o_.to_f32 && desc_.dtype != store::DType::kF32) {
+    auto* dst = reinterpret_cast<float*>(out_.data() + (first_row - begin_) * desc_.dim * 4);
+    store::ConvertToF32(desc_.dtype, payload, std::span<float>(dst, rows * desc_.dim));
+    done_bytes_ += rows * desc_.dim * 4;
+  } else {
+    std::memcpy(out_.data() + (first_row - begin_) * desc_.row_bytes, payload.data(),
+                payload.size());
+    done_bytes_ += payload.size();
+  }
+}
+
+Result<LoadStats> Loader::RunLocal(const store::Table& table) {
+  LoadStats stats;
+  auto start = Clock::now();
+  const std::uint64_t step = std::max<std::uint64_t>(1, (16u << 20) / desc_.row_bytes);
+  for (std::uint64_t r = begin_; r < end_; r += step) {
+    if (cancel_.cancelled() || (o_.cancel && o_.cancel->cancelled())) {
+      return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
+    }
+    std::uint64_t e = std::min(end_, r + step);
+    if (o_.verify) EMBSTORE_RETURN_NOT_OK(table.VerifyRows(r, e));
+    EMBSTORE_ASSIGN_OR_RETURN(auto bytes, table.RowBytes(r, e));
+    Place(r, bytes);
+    if (o_.progress && !o_.progress(done_bytes_.load(), out_.size())) {
+      return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
+    }
+  }
+  stats.rows = end_ - begin_;
+  stats.bytes = done_bytes_.load();
+  stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  stats.local = true;
+  stats.streams = 0;
+  stats.content_id = desc_.content_id;
+  return stats;
+}
+
+Status Loader::VerifyChunk(const v1::RowChunk& c) const {
+  const std::uint64_t f = c.first_row();
+  const std::uint64_t n = c.row_count();
+  const std::uint64_t br = desc_.block_rows;
+  const std::string& payload = c.payload();
+  auto where = [&] {
+    return "table '" + desc_.name + "' rows [" + std::to_string(f) + ", " +
+           std::to_string(f + n) + ")";
+  };
+  if (payload.size() != n * desc_.row_bytes) {
+    return Status::Corruption(where() + ": chunk carries " + std::to_string(payload.size()) +
+                              " bytes, expected " + std::to_string(n * desc_.row_bytes));
+  }
+  if (c.content_id() != desc_.content_id) {
+    return Status::FailedPrecondition(where() + ": server switched table version mid-stream");
+  }
+  const std::uint64_t first_block = f / br;
+  const std::uint64_t last_block = (f + n - 1) / br;
+  if (c.first_block() != first_block ||
+      static_cast<std::uint64_t>(c.block_checksums_size()) != last_block - first_block + 1) {
+    return Status::Corruption(where() + ": chunk names the wrong checksum blocks");
+  }
+  const auto* bytes = reinterpret_cast<const std::byte*>(payload.data());
+  bool partial = false;
+  for (std::uint64_t b = first_block; b <= last_block; ++b) {
+    std::uint64_t bs = b * br;
+    std::uint64_t be = std::min(bs + br, desc_.rows);
+    if (bs < f || be > f + n) {
+      partial = true;
+      continue;
+    }
+    std::span<const std::byte> block(bytes + (bs - f) * desc_.row_bytes,
+                                     (be - bs) * desc_.row_bytes);
+    if (store::Checksum64(block) != c.block_checksums(static_cast<int>(b - first_block))) {
+      return Status::Corruption("table '" + desc_.name + "': block " + std::to_string(b) +
+                                " (rows [" + std::to_string(bs) + ", " + std::to_string(be) +
+                                ")) does not match its checksum");
+    }
+  }
+  if (partial) {
+    std::span<const std::byte> all(bytes, payload.size());
+    if (!c.has_payload_checksum() || store::Checksum64(all) != c.payload_checksum()) {
+      return Status::Corruption(where() + ": chunk does not match its payload checksum");
+    }
+  }
+  return Status::OK();
+}
+
+bool Loader::SleepBackoff(int attempt) {
+  auto delay = o_.initial_backoff * (1LL << std::min(attempt - 1, 16));
+  delay = std::min<std::chrono::milliseconds>(delay, o_.max_backoff);
+  auto until = Clock::now() + delay;
+  if (deadline_ && until > *deadline_) until = *deadline_;
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait_until(lock, until, [&] { return cancel_.cancelled(); });
+  return !cancel_.cancelled() && !(deadline_ && Clock::now() >= *deadline_);
+}
+
+Status Loader::Stream(int index, Part part) {
+  auto channel = client_.impl_->NewChannel(client_.options_.target);
+  auto stub = v1::EmbStore::NewStub(channel);
+  std::uint64_t next = part.begin;
+  int attempt = 0;          // consecutive failures without progress
+  Status last;              // why the last attempt failed
+  bool first_attempt = true;
+  while (next < part.end) {
+    if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
+    if (!first_attempt) {
+      // A fresh connection: gRPC's own reconnect backoff on the old channel (a second or more)
+      // would otherwise override ours.
+      channel = client_.impl_->NewChannel(client_.options_.target);
+      stub = v1::EmbStore::NewStub(channel);
+      ++resumes_;
+      std::lock_guard<std::mutex> lock(mu_);
+      events_.push_back({LoadEvent::Kind::kResume, index, next, last.message()});
+    }
+    first_attempt = false;
+
+    grpc::ClientContext ctx;
+    internal::PrepareContext(&ctx, client_.options_, deadline_, /*unary=*/false);
+    {
+      std::lock_guard<std::mutex> lock(cancel_.mu_);
+      if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
+      cancel_.contexts_.insert(&ctx);
+    }
+    v1::StreamRowsRequest req;
+    req.set_table(desc_.name);
+    req.set_begin_row(next);
+    req.set_end_row(part.end);
+    req.set_chunk_bytes(o_.chunk_bytes);
+    req.set_expected_content_id(desc_.content_id);
+    auto reader = stub->StreamRows(&ctx, req);
+    v1::RowChunk chunk;
+    bool progressed = false;
+    Status chunk_error;
+    while (reader->Read(&chunk)) {
+      wire_bytes_ += chunk.payload().size();
+      if (o_.cancel && o_.cancel->cancelled()) {
+        Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
+        break;
+      }
+      if (chunk.first_row() != next || chunk.row_count() == 0 ||
+          chunk.row_count() > part.end - next) {
+        chunk_error = Status::Corruption(
+            "table '" + desc_.name + "': server sent rows from " +
+            std::to_string(chunk.first_row()) + " (" + std::to_string(chunk.row_count()) +
+            " rows) where row " + std::to_string(next) + " was due");
+        break;
+      }
+      chunk_error = VerifyChunk(chunk);
+      if (!chunk_error.ok()) break;
+      Place(next, std::as_bytes(std::span<const char>(chunk.payload())));
+      next += chunk.row_count();
+      progressed = true;
+      attempt = 0;
+      if (o_.after_chunk) o_.after_chunk(index, chunk.first_row());
+    }
+    if (!chunk_error.ok()) ctx.TryCancel();
+    grpc::Status s = reader->Finish();
+    {
+      std::lock_guard<std::mutex> lock(cancel_.mu_);
+      cancel_.contexts_.erase(&ctx);
+    }
+    if (next >= part.end && chunk_error.ok()) return Status::OK();
+    if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
+    (void)progressed;
+
+    if (!chunk_error.ok()) {
+      if (chunk_error.code() == StatusCode::kFailedPrecondition) return chunk_error;
+      ++bad_chunks_;
+      {
+        std::lock_guard<std::mutex> lock(mu_);
+        events_.push_back({LoadEvent::Kind::kBadChunk, index, next, chunk_error.message()});
+      }
+      last = chunk_error;
+    } else if (s.ok()) {
+      last = Status::Internal("server '" + client_.options_.target + "' ended the stream at row " +
+                              std::to_string(next) + " of [" + std::to_string(part.begin) + ", " +
+                              std::to_string(part.end) + ")");
+    } else if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+      return Status::FailedPrecondition("table '" + desc_.name + "' changed on server '" +
+                                        client_.options_.target +
+                                        "' during the load: " + s.error_message());
+    } else if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+      return Status::DeadlineExceeded("load of table '" + desc_.name + "' from '" +
+                                      client_.options_.target + "' passed its deadline at row " +
+                                      std::to_string(next));
+    } else if (!internal::Transient(s.error_code())) {
+      return internal::FromGrpc(s, client_.options_.target);
+    } else {
+      last = internal::FromGrpc(s, client_.options_.target);
+    }
+    if (++attempt >= o_.max_attempts) {
+      Status st(last.code() == StatusCode::kCorruption ? StatusCode::kCorruption
+                                                        : StatusCode::kUnavailable,
+                "load of table '" + desc_.name + "' gave up at row " + std::to_string(next) +
+                    " after " + std::to_string(attempt) + " failed attempts: " + last.message());
+      return st;
+    }
+    if (!SleepBackoff(attempt)) {
+      if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
+      return Status::DeadlineExceeded("load of table '" + desc_.name + "' passed its deadline at row " +
+                                      std::to_string(next) + "; last error: " + last.message());
+    }
+  }
+  return Status::OK();
+}
+
+Result<LoadStats> Loader::Run() {
+  begin_ = o_.begin_row;
+  end_ = o_.end_row.value_or(desc_.rows);
+  if (o_.timeout.count() > 0) deadline_ = Clock::now() + o_.timeout;
+  auto start = Clock::now();
+  // A first report before any work: the caller can cancel (or notice Ctrl-C) even a short load.
+  if (o_.progress && !o_.progress(0, out_.size())) {
+    return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
+  }
+
+  if (o_.allow_local) {
+    auto local = client_.OpenLocal(desc_);
+    if (local.ok()) {
+      if (o_.on_event) {
+        o_.on_event({LoadEvent::Kind::kLocal, 0, begin_, "reading " + desc_.file->path +
+                                                             " directly"});
+      }
+      return RunLocal(**local);
+    }
+  }
+
+  // Block-aligned parts, as even as whole blocks allow.
+  const std::uint64_t br = desc_.block_rows;
+  const std::uint64_t first_block = begin_ / br;
+  const std::uint64_t blocks = end_ > begin_ ? (end_ - 1) / br - first_block + 1 : 0;
+  int streams = o_.streams > 0 ? o_.streams : kDefaultStreams;
+  streams = static_cast<int>(std::min<std::uint64_t>(streams, std::max<std::uint64_t>(blocks, 1)));
+  std::vector<Part> parts;
+  for (int i = 0; i < streams; ++i) {
+    std::uint64_t b0 = first_block + blocks * i / streams;
+    std::uint64_t b1 = first_block + blocks * (i + 1) / streams;
+    Part p{std::max(begin_, b0 * br), std::min(end_, b1 * br)};
+    if (i == streams - 1) p.end = end_;
+    if (p.begin < p.end) parts.push_back(p);
+  }
+
+  std::vector<std::thread> workers;
+  running_ = static_cast<int>(parts.size());
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    workers.emplace_back([this, i, p = parts[i]] {
+      Status st = Stream(static_cast<int>(i), p);
+      if (!st.ok()) Fail(st);
+      std::lock_guard<std::mutex> lock(mu_);
+      --running_;
+      cv_.notify_all();
+    });
+  }
+  // The calling thread reports progress and events, and watches the caller's cancel token.
+  for (;;) {
+    std::vector<LoadEvent> events;
+    bool finished;
+    {
+      std::unique_lock<std::mutex> lock(mu_);
+      cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return running_ == 0; });
+      finished = running_ == 0;
+      events.swap(events_);
+    }
+    if (o_.on_event) {
+      for (const auto& e : events) o_.on_event(e);
+    }
+    if (finished) break;
+    if (o_.cancel && o_.cancel->cancelled()) {
+      Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
+    } else if (o_.progress && !o_.progress(done_bytes_.load(), out_.size())) {
+      Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
+    }
+  }
+  for (auto& w : workers) w.join();
+  if (!first_error_.ok()) return first_error_;
+  if (o_.progress) o_.progress(done_bytes_.load(), out_.size());
+
+  LoadStats stats;
+  stats.rows = end_ - begin_;
+  stats.bytes = done_bytes_.load();
+  stats.wire_bytes = wire_bytes_.load();
+  stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+  stats.streams = static_cast<int>(parts.size());
+  stats.resumes = resumes_.load();
+  stats.bad_chunks = bad_chunks_.load();
+  stats.content_id = desc_.content_id;
+  return stats;
+}
+
+}  // namespace embstore::client
