@@ -42,3 +42,13 @@ if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
 else
   log "Python packages: up to date"
 fi
+
+# --- The embstore Python package ------------------------------------------------------------------
+# An editable install whose native module is built from this tree's CMake (build/python/...).
+# scripts/test.sh refreshes it after every C++ build; here it is only installed when missing.
+if ! .venv/bin/python -c "import embstore._native" >/dev/null 2>&1; then
+  log "building and installing the embstore Python package into .venv (first time: a few minutes)"
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e python
+else
+  log "embstore Python package: installed"
+fi

@@ -6,6 +6,8 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 bash scripts/setup.sh
 bash scripts/build.sh dev
+echo "test: refreshing the Python package's native module"
+.venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e python
 
 status=0
 echo "test: ctest"

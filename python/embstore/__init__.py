@@ -1,0 +1,26 @@
+"""embstore: load embedding tables into numpy, TensorFlow and PyTorch without graph constants.
+
+    import embstore
+    matrix = embstore.load("localhost:7070", "item_mat")
+
+Sources are table files (.emb), store directories, and embstore servers ("host:port",
+"unix:PATH"). The framework helpers live in embstore.tf and embstore.torch (imported on first
+use, so importing embstore never imports TensorFlow or PyTorch).
+"""
+from . import errors
+from ._core import ALIGNMENT, Source, aligned_empty, load, numpy_dtype
+from ._loader import _native
+
+__version__ = _native.__version__
+active_kernel = _native.active_kernel
+from .errors import EmbstoreError, MissingKeysError
+
+__all__ = ["ALIGNMENT", "EmbstoreError", "MissingKeysError", "Source", "aligned_empty",
+           "active_kernel", "errors", "load", "numpy_dtype", "tf", "torch"]
+
+
+def __getattr__(name):
+    if name in ("tf", "torch"):
+        import importlib
+        return importlib.import_module(f".{name}", __name__)
+    raise AttributeError(f"module 'embstore' has no attribute {name!r}")

@@ -1,0 +1,252 @@
+"""Sources, table descriptions and load(): the numpy layer every framework module builds on."""
+import os
+import re
+
+import numpy as np
+
+from ._loader import _native
+from .errors import InvalidArgumentError, MissingKeysError, NotFoundError
+
+ALIGNMENT = 64
+_TARGET = re.compile(r"^(unix:.+|dns:.+|[A-Za-z0-9.\-_]+:\d+|\[[0-9a-fA-F:]+\]:\d+)$")
+
+
+def aligned_empty(shape, dtype, alignment=ALIGNMENT):
+    """A writable, C-contiguous array whose data starts on an `alignment`-byte boundary."""
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    raw = np.empty(nbytes + alignment, dtype=np.uint8)
+    offset = (-raw.ctypes.data) % alignment
+    return raw[offset:offset + nbytes].view(dtype).reshape(shape)
+
+
+def _bfloat16():
+    try:
+        import ml_dtypes
+    except ImportError as e:  # pragma: no cover - ml_dtypes is a test dependency
+        raise InvalidArgumentError(
+            "BF16 rows need the ml_dtypes package for numpy's bfloat16 type "
+            "(pip install ml_dtypes), or ask for dtype='float32'") from e
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def numpy_dtype(table_dtype):
+    """numpy dtype of a table dtype name ("F32", "F16", "BF16")."""
+    if table_dtype == "F32":
+        return np.dtype(np.float32)
+    if table_dtype == "F16":
+        return np.dtype(np.float16)
+    if table_dtype == "BF16":
+        return _bfloat16()
+    raise InvalidArgumentError(f"unknown table dtype {table_dtype!r}")
+
+
+class Source:
+    """Where tables come from: a table file, a store directory, or a server.
+
+    Build one with Source.resolve(); it keeps the connection or the mapping open, so reuse it for
+    several loads.
+    """
+
+    def __init__(self, kind, location, client=None):
+        self.kind = kind          # "file", "dir" or "server"
+        self.location = location
+        self._client = client
+        self._tables = {}
+
+    @classmethod
+    def resolve(cls, source, *, token=None, tls=False, tls_ca=None, tls_cert=None, tls_key=None,
+                tls_server_name=None, rpc_timeout=30.0):
+        if isinstance(source, Source):
+            return source
+        if not isinstance(source, (str, os.PathLike)):
+            raise InvalidArgumentError(
+                f"source must be a table file, a store directory or a server target, "
+                f"not {type(source).__name__}")
+        s = os.fspath(source)
+        if os.path.isfile(s):
+            return cls("file", s)
+        if os.path.isdir(s):
+            return cls("dir", s)
+        if _TARGET.match(s):
+            client = _native.Client(s, token or "", tls, tls_ca or "", tls_cert or "",
+                                    tls_key or "", tls_server_name or "", rpc_timeout)
+            return cls("server", s, client)
+        raise NotFoundError(f"source {s!r} is neither a table file, a store directory nor a "
+                            f"server target (host:port or unix:PATH)")
+
+    def __repr__(self):
+        return f"Source({self.kind}, {self.location!r})"
+
+    def _local(self, table):
+        if self.kind == "file":
+            if table is not None and os.path.splitext(os.path.basename(self.location))[0] != table:
+                raise InvalidArgumentError(
+                    f"source {self.location!r} is one table file; do not name table {table!r}")
+            path = self.location
+        else:
+            if table is None:
+                raise InvalidArgumentError(f"source {self.location!r} needs a table name")
+            if "/" in table or table.startswith(".") or not table:
+                raise InvalidArgumentError(f"invalid table name {table!r}")
+            path = os.path.join(self.location, table + ".emb")
+            if not os.path.isfile(path):
+                raise NotFoundError(f"no table {table!r} in store directory {self.location!r} "
+                                    f"(looked for {path!r})")
+        t = self._tables.get(path)
+        if t is None:
+            t = self._tables[path] = _native.Table(path)
+        return t
+
+    def describe(self, table=None):
+        """{"name", "rows", "dim", "dtype", "has_keys", "metadata", ...} of a table."""
+        if self.kind == "server":
+            if table is None:
+                raise InvalidArgumentError(f"server {self.location!r} needs a table name")
+            return self._client.describe(table)
+        t = self._local(table)
+        name = os.path.splitext(os.path.basename(t.path))[0]
+        return {"name": name, "rows": t.rows, "dim": t.dim, "dtype": t.dtype,
+                "has_keys": t.has_keys, "metadata": t.metadata, "path": t.path,
+                "content_id": t.content_id}
+
+    def list_tables(self):
+        if self.kind == "server":
+            return [d["name"] for d in self._client.list_tables()]
+        if self.kind == "file":
+            return [os.path.splitext(os.path.basename(self.location))[0]]
+        return sorted(f[:-4] for f in os.listdir(self.location)
+                      if f.endswith(".emb") and not f.startswith("."))
+
+    def read_rows(self, table, begin, end, out, to_f32, *, streams=0, timeout=0.0, verify=True,
+                  progress=None, local=True):
+        """Rows [begin, end) into the C-contiguous writable array `out`. From a server, returns
+        the load's statistics (bytes, seconds, streams, resumes, local, ...)."""
+        out = out.view(np.uint8)  # any dtype (bfloat16 included) crosses as its bytes
+        if self.kind == "server":
+            return self._client.load_into(table, out, begin, end, streams, to_f32, timeout or 0.0,
+                                          local, verify, progress)
+        self._local(table).read_into(begin, end, out, to_f32, verify)
+        return None
+
+    def view(self, table=None):
+        """Zero-copy read-only view of a local table's matrix in its stored dtype."""
+        if self.kind == "server":
+            raise InvalidArgumentError(
+                f"copy=False needs a local table file; {self.location!r} is a server")
+        t = self._local(table)
+        return t.view().view(numpy_dtype(t.dtype)).reshape(t.rows, t.dim)
+
+    def gather(self, table, keys):
+        """(positions of the keys found, their rows in the stored dtype, in request order)."""
+        if self.kind == "server":
+            rows, missing, data = self._client.lookup_keys(table, list(keys))
+            desc = self.describe(table)
+            found = np.setdiff1d(np.arange(len(keys)), np.asarray(missing, dtype=np.int64))
+            matrix = np.frombuffer(data, dtype=numpy_dtype(desc["dtype"])).reshape(-1, desc["dim"])
+            return found, matrix
+        row_of = np.asarray(self._local(table).find_keys(list(keys)), dtype=np.int64)
+        found = np.flatnonzero(row_of >= 0)
+        return found, self.view(table)[row_of[found]]
+
+    def keys(self, table=None, begin=0, end=None):
+        if self.kind == "server":
+            return self._client.keys(table, begin, end)
+        return self._local(table).keys(begin, end)
+
+
+def _row_range(rows, nrows):
+    if rows is None:
+        return 0, nrows
+    if isinstance(rows, slice):
+        start, stop, step = rows.indices(nrows)
+        if step != 1:
+            raise InvalidArgumentError("rows= takes a contiguous range (step 1)")
+        return start, max(start, stop)
+    try:
+        begin, end = rows
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"rows= must be (begin, end) or a slice, not {rows!r}") from None
+    begin, end = int(begin), int(end)
+    if not 0 <= begin <= end <= nrows:
+        raise InvalidArgumentError(f"rows=({begin}, {end}) is outside the table's {nrows} rows")
+    return begin, end
+
+
+def _target_dtype(dtype, stored):
+    if dtype in (None, "native"):
+        return numpy_dtype(stored), False
+    want = np.dtype(dtype) if not (isinstance(dtype, str) and dtype == "bfloat16") else _bfloat16()
+    if want == np.float32:
+        return want, stored != "F32"
+    if want == numpy_dtype(stored):
+        return want, False
+    raise InvalidArgumentError(
+        f"dtype={dtype!r}: a {stored} table loads as float32 or as its own dtype ('native')")
+
+
+def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="float32", copy=True,
+         streams=0, timeout=None, verify=True, progress=None, local=True, **connect):
+    """Loads a table (or part of it) into a numpy array.
+
+    source: a table file path, a store directory (with `table`), a server target ("host:port" or
+        "unix:PATH", with `table`), or a Source.
+    rows: (begin, end) or a slice of rows; default all.
+    keys: load these keys' rows, in this order, instead of a row range (the trainer's vocabulary
+        order). Keys the table lacks are handled by `missing`: "error" raises MissingKeysError,
+        "zeros" fills zeros, a callable f(missing_keys, dim) returns their rows.
+    dtype: "float32" (default; F16/BF16 are converted) or "native" for the stored dtype.
+    copy: False returns a read-only zero-copy view of a local file's matrix (stored dtype).
+    streams: parallel streams from a server (0: the client's default).
+    timeout: seconds for the whole load (None: no limit).
+    verify: check block checksums of local reads too (streamed chunks are always checked).
+    progress: callable(done_bytes, total_bytes), called a few times a second; return False to
+        cancel.
+    local: read a server's table straight from its file when that file is on this host.
+    Connection keywords for servers: token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
+    rpc_timeout.
+
+    The result is writable and 64-byte aligned (unless copy=False).
+    """
+    src = Source.resolve(source, **connect)
+    desc = src.describe(table)
+    name = desc["name"]
+    out_dtype, to_f32 = _target_dtype(dtype, desc["dtype"])
+    if not copy:
+        if keys is not None or to_f32:
+            raise InvalidArgumentError(
+                "copy=False returns the stored matrix as it is: no keys= and dtype='native' "
+                f"(the table holds {desc['dtype']})")
+        begin, end = _row_range(rows, desc["rows"])
+        return src.view(table)[begin:end]
+    if keys is not None:
+        return _load_keys(src, name if src.kind != "file" else table, desc, list(keys), missing,
+                          out_dtype)
+    begin, end = _row_range(rows, desc["rows"])
+    out = aligned_empty((end - begin, desc["dim"]), out_dtype)
+    src.read_rows(name if src.kind != "file" else table, begin, end, out, to_f32,
+                  streams=streams, timeout=timeout or 0.0, verify=verify, progress=progress,
+                  local=local)
+    return out
+
+
+def _load_keys(src, table, desc, keys, missing, out_dtype):
+    if not (missing in ("error", "zeros") or callable(missing)):
+        raise InvalidArgumentError(f"missing= must be 'error', 'zeros' or a callable, not {missing!r}")
+    dim = desc["dim"]
+    found, matrix = src.gather(table, keys)
+    absent = np.setdiff1d(np.arange(len(keys)), found)
+    if len(absent) and missing == "error":
+        raise MissingKeysError(desc["name"], [keys[i] for i in absent])
+    out = aligned_empty((len(keys), dim), out_dtype)
+    out[found] = matrix.astype(out_dtype, copy=False)
+    if len(absent):
+        if missing == "zeros":
+            out[absent] = 0
+        else:
+            fill = np.asarray(missing([keys[i] for i in absent], dim))
+            if fill.shape != (len(absent), dim):
+                raise InvalidArgumentError(
+                    f"missing= callable returned shape {fill.shape}, expected {(len(absent), dim)}")
+            out[absent] = fill
+    return out

@@ -1,0 +1,265 @@
+"""TensorFlow integration: fill variables from embstore without putting the table in the graph.
+
+The usual way, `tf.compat.v1.get_variable(..., initializer=tf.constant(np.loadtxt(path)))`, stores
+the whole array as a Const node: the GraphDef and the .meta file grow by the table's size and
+past 2 GB the graph cannot be built at all. Everything here feeds the values at run time instead:
+
+- TF2 eager: assign(variable, source, table) writes the variable chunk by chunk.
+- TF1 graph mode: initialize(session, {variable: table}, source) runs one small assign op per
+  variable, fed through placeholders; init_hook(...) does the same from a SessionRunHook, for
+  MonitoredTrainingSession and Estimator-style loops.
+- Keras: Initializer(source, table) as `embeddings_initializer`; its config holds only the
+  reference (source, table), never the array.
+- tf.data: dataset(source, table) streams rows.
+
+Partitioned variables (tf.compat.v1 partitioners, tf.distribute ShardedVariable) load each
+partition's own row range. Peak extra memory is one chunk (`chunk_rows` rows), not a second copy of
+the table.
+"""
+import numpy as np
+import tensorflow as tf
+
+from ._core import Source, load as _load
+from .errors import InvalidArgumentError
+
+DEFAULT_CHUNK_BYTES = 64 << 20
+
+__all__ = ["Initializer", "assign", "dataset", "init_hook", "initialize"]
+
+
+def _partitions(variable):
+    """[(variable, first_row)] of a possibly partitioned variable, in row order."""
+    if hasattr(variable, "_get_variable_list"):  # tf.compat.v1 PartitionedVariable
+        parts = variable._get_variable_list()
+    elif hasattr(variable, "variables") and not isinstance(variable, tf.Variable):
+        parts = list(variable.variables)  # tf.distribute ShardedVariable
+    else:
+        return [(variable, 0)]
+    out, row = [], 0
+    for p in parts:
+        info = getattr(p, "_save_slice_info", None)
+        first = info.var_offset[0] if info is not None else row
+        out.append((p, first))
+        row = first + int(p.shape[0])
+    return out
+
+
+def _full_shape(variable):
+    parts = _partitions(variable)
+    rows = sum(int(p.shape[0]) for p, _ in parts)
+    return (rows,) + tuple(int(d) for d in parts[0][0].shape[1:])
+
+
+def _check_shape(variable, desc, rows):
+    shape = _full_shape(variable)
+    begin, end = rows if rows is not None else (0, desc["rows"])
+    want = (end - begin, desc["dim"])
+    if shape != want:
+        raise InvalidArgumentError(
+            f"variable {getattr(variable, 'name', variable)!r} has shape {list(shape)}, but table "
+            f"{desc['name']!r} rows [{begin}, {end}) are {list(want)}")
+    return begin
+
+
+def _chunk_rows(chunk_rows, dim, itemsize):
+    if chunk_rows:
+        return int(chunk_rows)
+    return max(1, DEFAULT_CHUNK_BYTES // max(1, dim * itemsize))
+
+
+def _np_dtype(variable):
+    dt = variable.dtype.base_dtype if hasattr(variable.dtype, "base_dtype") else variable.dtype
+    if dt == tf.float32:
+        return np.float32, "float32"
+    if dt == tf.float16:
+        return np.float16, "native"
+    if dt == tf.bfloat16:
+        return tf.bfloat16.as_numpy_dtype, "native"
+    raise InvalidArgumentError(f"variable {variable.name!r} has dtype {dt.name}; embstore fills "
+                               f"float32, float16 and bfloat16 variables")
+
+
+def _chunks(source, table, first_row, rows, chunk, dtype, **load_kwargs):
+    """Yields (offset, array) for rows [first_row, first_row + rows) of the table."""
+    for off in range(0, rows, chunk):
+        n = min(chunk, rows - off)
+        yield off, _load(source, table, rows=(first_row + off, first_row + off + n),
+                         dtype=dtype, **load_kwargs)
+
+
+def assign(variable, source, table=None, *, rows=None, chunk_rows=None, **load_kwargs):
+    """TF2 eager: fills `variable` with the table's rows, chunk by chunk.
+
+    variable: a tf.Variable (or a partitioned / sharded one) of shape [rows, dim].
+    rows: (begin, end) of the table to load; default all rows.
+    Extra keyword arguments go to embstore.load (streams=, timeout=, token=, tls_ca=, ...).
+    Returns the variable.
+    """
+    src = Source.resolve(source, **_connect_kwargs(load_kwargs))
+    desc = src.describe(table)
+    begin = _check_shape(variable, desc, rows)
+    for part, first in _partitions(variable):
+        np_dtype, want = _np_dtype(part)
+        chunk = _chunk_rows(chunk_rows, desc["dim"], np.dtype(np_dtype).itemsize)
+        for off, arr in _chunks(src, table, begin + first, int(part.shape[0]), chunk, want,
+                                **load_kwargs):
+            part[off:off + len(arr)].assign(arr)
+    return variable
+
+
+def _connect_kwargs(kwargs):
+    keys = ("token", "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "rpc_timeout")
+    return {k: kwargs.pop(k) for k in keys if k in kwargs}
+
+
+class _Feeder:
+    """Graph-side machinery to fill one variable: placeholders for a row range and its values,
+    and one assign op. Built once per variable; its size does not depend on the table's."""
+
+    def __init__(self, variable):
+        self.variable = variable
+        np_dtype, self.load_dtype = _np_dtype(variable)
+        self.np_dtype = np_dtype
+        with tf.compat.v1.name_scope("embstore_init"):
+            self.begin = tf.compat.v1.placeholder(tf.int64, [], name="begin")
+            self.end = tf.compat.v1.placeholder(tf.int64, [], name="end")
+            self.values = tf.compat.v1.placeholder(variable.dtype.base_dtype,
+                                                   [None] + variable.shape.as_list()[1:],
+                                                   name="values")
+            self.op = variable[self.begin:self.end].assign(self.values).op
+
+    def run(self, session, src, table, first_row, chunk_rows, **load_kwargs):
+        rows = int(self.variable.shape[0])
+        chunk = _chunk_rows(chunk_rows, int(self.variable.shape[1]),
+                            np.dtype(self.np_dtype).itemsize)
+        for off, arr in _chunks(src, table, first_row, rows, chunk, self.load_dtype, **load_kwargs):
+            session.run(self.op, {self.begin: off, self.end: off + len(arr), self.values: arr})
+
+
+def _feeders(mapping):
+    """[(feeder, table, first_row)] for {variable: table or (table, (begin, end))}."""
+    out = []
+    for variable, spec in mapping.items():
+        table, rows = (spec if isinstance(spec, tuple) else (spec, None))
+        for part, first in _partitions(variable):
+            out.append((_Feeder(part), table, rows, first, variable))
+    return out
+
+
+def _run_feeders(session, feeders, src, chunk_rows, load_kwargs):
+    for feeder, table, rows, first, variable in feeders:
+        begin = _check_shape(variable, src.describe(table), rows)
+        feeder.run(session, src, table, begin + first, chunk_rows, **load_kwargs)
+
+
+def initialize(session, mapping, source, *, chunk_rows=None, **load_kwargs):
+    """TF1 graph mode: fills variables from tables in `session`.
+
+    mapping: {variable: "table"} or {variable: ("table", (begin, end))}.
+    Adds a few placeholders and one assign op per variable (partition) to the session's graph the
+    first time; the table's values are fed at run time and never stored in the graph.
+    """
+    src = Source.resolve(source, **_connect_kwargs(load_kwargs))
+    with session.graph.as_default():
+        feeders = _feeders(mapping)
+    _run_feeders(session, feeders, src, chunk_rows, load_kwargs)
+
+
+class _InitHook(tf.compat.v1.train.SessionRunHook):
+    def __init__(self, mapping, source, chunk_rows, checkpoint_dir, load_kwargs):
+        self._mapping = dict(mapping)
+        self._checkpoint_dir = checkpoint_dir
+        self._connect = _connect_kwargs(load_kwargs)
+        self._source = source
+        self._chunk_rows = chunk_rows
+        self._load_kwargs = load_kwargs
+        self._feeders = None
+
+    def begin(self):
+        # Runs before the graph is finalized: build the assign ops now. Also decide now whether
+        # the session will restore a checkpoint: once it is created, the checkpoint saver may
+        # already have written this run's first checkpoint.
+        self._feeders = _feeders(self._mapping)
+        self._restoring = bool(self._checkpoint_dir and
+                               tf.train.latest_checkpoint(self._checkpoint_dir))
+
+    def after_create_session(self, session, coord):
+        # MonitoredTrainingSession calls this after it initialized or restored the variables. A
+        # restored run already holds its (possibly trained) values: leave them alone.
+        if self._restoring:
+            return
+        src = Source.resolve(self._source, **self._connect)
+        _run_feeders(session, self._feeders, src, self._chunk_rows, self._load_kwargs)
+
+
+def init_hook(mapping, source, *, checkpoint_dir=None, chunk_rows=None, **load_kwargs):
+    """A SessionRunHook that fills variables from tables once the session exists.
+
+    For tf.compat.v1.train.MonitoredTrainingSession(hooks=[...]) and Estimator-style loops.
+    mapping: as for initialize().
+    checkpoint_dir: the session's checkpoint directory; when it holds a checkpoint the session
+        restored from it, and the hook does not overwrite the restored values.
+    """
+    return _InitHook(mapping, source, chunk_rows, checkpoint_dir, load_kwargs)
+
+
+try:
+    _KerasInitializer = tf.keras.initializers.Initializer
+except AttributeError:  # pragma: no cover
+    _KerasInitializer = object
+
+
+class Initializer(_KerasInitializer):
+    """Keras initializer that loads a table: `Embedding(..., embeddings_initializer=
+    embstore.tf.Initializer("localhost:7070", "item_mat"))`.
+
+    get_config() holds only (source, table, rows), so saved models and their configs stay small;
+    the values live in the weights, where they belong.
+    """
+
+    def __init__(self, source, table=None, rows=None, **load_kwargs):
+        self.source = source if isinstance(source, str) else str(source)
+        self.table = table
+        self.rows = tuple(rows) if rows is not None else None
+        self.load_kwargs = load_kwargs
+
+    def __call__(self, shape, dtype=None, **kwargs):
+        arr = _load(self.source, self.table, rows=self.rows, **self.load_kwargs)
+        if tuple(shape) != arr.shape:
+            raise InvalidArgumentError(
+                f"layer asks for a {list(shape)} weight, table {self.table!r} holds {list(arr.shape)}")
+        return tf.convert_to_tensor(arr, dtype=dtype or tf.float32)
+
+    def get_config(self):
+        return {"source": self.source, "table": self.table,
+                "rows": list(self.rows) if self.rows is not None else None}
+
+
+def dataset(source, table=None, *, rows=None, batch_rows=None, with_keys=False, dtype="float32",
+            **load_kwargs):
+    """A tf.data.Dataset of the table's rows (or (key, row) pairs with with_keys=True), read from
+    the source chunk by chunk as the pipeline consumes them."""
+    src = Source.resolve(source, **_connect_kwargs(load_kwargs))
+    desc = src.describe(table)
+    name = table if src.kind != "file" else None
+    begin, end = rows if rows is not None else (0, desc["rows"])
+    dim = desc["dim"]
+    chunk = int(batch_rows or _chunk_rows(None, dim, 4) // 8 or 1)
+    if with_keys and not desc["has_keys"]:
+        raise InvalidArgumentError(f"table {desc['name']!r} has no keys")
+
+    def chunks():
+        for off in range(begin, end, chunk):
+            n = min(chunk, end - off)
+            arr = _load(src, name, rows=(off, off + n), dtype=dtype, **load_kwargs)
+            if with_keys:
+                yield np.array(src.keys(name, off, off + n), dtype=object), arr
+            else:
+                yield arr
+
+    out_dtype = tf.float32 if dtype == "float32" else tf.as_dtype(np.dtype(dtype))
+    vec = tf.TensorSpec([None, dim], out_dtype)
+    sig = (tf.TensorSpec([None], tf.string), vec) if with_keys else vec
+    ds = tf.data.Dataset.from_generator(chunks, output_signature=sig)
+    return ds.unbatch()
+

@@ -1,0 +1,368 @@
+// embstore._native: the Python binding of embstore::client and embstore::store.
+//
+// Loads run with the GIL released; the calling thread wakes about five times a second to take the
+// GIL, check for signals (so Ctrl-C interrupts a long load) and call the progress callback.
+// Errors surface as the exception classes of embstore.errors, carrying embstore's message (which
+// names the server, table, file or row). Buffers are filled in place: the Python side allocates
+// them (64-byte aligned, writable) and passes them in.
+#include <Python.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nanobind/nanobind.h>
+#include <nanobind/ndarray.h>
+#include <nanobind/stl/map.h>
+#include <nanobind/stl/optional.h>
+#include <nanobind/stl/string.h>
+#include <nanobind/stl/vector.h>
+
+#include "embstore/client/client.h"
+#include "embstore/store/dtype.h"
+#include "embstore/store/format.h"
+#include "embstore/store/table.h"
+
+namespace nb = nanobind;
+using namespace nb::literals;
+
+namespace embstore::python {
+namespace {
+
+// Raises the embstore.errors class for `st` (NotFound, Corruption, ...).
+[[noreturn]] void Raise(const Status& st) {
+  const char* cls = "EmbstoreError";
+  switch (st.code()) {
+    case StatusCode::kNotFound: cls = "NotFoundError"; break;
+    case StatusCode::kInvalidArgument: cls = "InvalidArgumentError"; break;
+    case StatusCode::kOutOfRange: cls = "OutOfRangeError"; break;
+    case StatusCode::kCorruption: cls = "CorruptionError"; break;
+    case StatusCode::kUnavailable: cls = "UnavailableError"; break;
+    case StatusCode::kDeadlineExceeded: cls = "DeadlineExceededError"; break;
+    case StatusCode::kUnauthenticated:
+    case StatusCode::kPermissionDenied: cls = "PermissionError_"; break;
+    case StatusCode::kAlreadyExists: cls = "AlreadyExistsError"; break;
+    case StatusCode::kFailedPrecondition: cls = "FailedPreconditionError"; break;
+    case StatusCode::kCancelled: cls = "CancelledError"; break;
+    default: break;
+  }
+  nb::object errors = nb::module_::import_("embstore.errors");
+  nb::object type = errors.attr(cls);
+  PyErr_SetString(type.ptr(), st.message().c_str());
+  throw nb::python_error();
+}
+
+template <typename T>
+T Unwrap(Result<T>&& r) {
+  if (!r.ok()) Raise(r.status());
+  return std::move(r).value();
+}
+
+void Check(const Status& st) {
+  if (!st.ok()) Raise(st);
+}
+
+// A writable, C-contiguous buffer from Python (numpy array, memoryview of a torch tensor...).
+using OutArray = nb::ndarray<nb::device::cpu, nb::c_contig>;
+
+std::span<std::byte> Bytes(OutArray& a) {
+  if (a.size() > 0 && a.data() == nullptr) {
+    throw nb::value_error("output buffer has no data");
+  }
+  return {static_cast<std::byte*>(a.data()), a.nbytes()};
+}
+
+nb::dict DescToDict(const client::TableDesc& d) {
+  nb::dict out;
+  out["name"] = d.name;
+  out["rows"] = d.rows;
+  out["dim"] = d.dim;
+  out["dtype"] = std::string(store::DTypeName(d.dtype));
+  out["row_bytes"] = d.row_bytes;
+  out["content_id"] = d.content_id;
+  out["generation"] = d.generation;
+  out["block_rows"] = d.block_rows;
+  out["has_keys"] = d.has_keys;
+  out["metadata"] = d.metadata;
+  if (d.file) out["path"] = d.file->path;
+  return out;
+}
+
+// Runs a load with the GIL released; `progress` (a Python callable or None) and signal checks run
+// on this thread with the GIL held. A pending KeyboardInterrupt cancels the load and is re-raised.
+client::LoadStats RunLoad(client::Client& c, const std::string& table, std::span<std::byte> out,
+                          client::LoadOptions o, nb::object progress) {
+  bool interrupted = false;
+  o.progress = [&](std::uint64_t done, std::uint64_t total) {
+    nb::gil_scoped_acquire gil;
+    if (PyErr_CheckSignals() != 0) {
+      interrupted = true;
+      return false;
+    }
+    if (!progress.is_none()) {
+      try {
+        nb::object keep_going = progress(done, total);
+        if (!keep_going.is_none() && !nb::cast<bool>(keep_going)) return false;
+      } catch (nb::python_error& e) {
+        e.restore();
+        interrupted = true;
+        return false;
+      }
+    }
+    return true;
+  };
+  Result<client::LoadStats> r = Status::Internal("not run");
+  {
+    nb::gil_scoped_release nogil;
+    r = c.Load(table, out, o);
+  }
+  if (interrupted && PyErr_Occurred()) throw nb::python_error();
+  return Unwrap(std::move(r));
+}
+
+nb::dict StatsToDict(const client::LoadStats& s) {
+  nb::dict d;
+  d["rows"] = s.rows;
+  d["bytes"] = s.bytes;
+  d["wire_bytes"] = s.wire_bytes;
+  d["seconds"] = s.seconds;
+  d["streams"] = s.streams;
+  d["resumes"] = s.resumes;
+  d["bad_chunks"] = s.bad_chunks;
+  d["local"] = s.local;
+  d["content_id"] = s.content_id;
+  return d;
+}
+
+class PyClient {
+ public:
+  PyClient(const std::string& target, const std::string& token, bool tls, const std::string& ca,
+           const std::string& cert, const std::string& key, const std::string& server_name,
+           double rpc_timeout) {
+    client::ConnectOptions o;
+    o.target = target;
+    o.token = token;
+    o.tls.enabled = tls || !ca.empty() || !cert.empty();
+    o.tls.ca_file = ca;
+    o.tls.cert_file = cert;
+    o.tls.key_file = key;
+    o.tls.server_name = server_name;
+    o.rpc_timeout = std::chrono::milliseconds(static_cast<long long>(rpc_timeout * 1000));
+    client_ = Unwrap(client::Client::Connect(o));
+  }
+
+  std::vector<nb::dict> ListTables() {
+    Result<std::vector<client::TableDesc>> r = Status::Internal("not run");
+    {
+      nb::gil_scoped_release nogil;
+      r = client_->ListTables();
+    }
+    std::vector<nb::dict> out;
+    for (const auto& d : Unwrap(std::move(r))) out.push_back(DescToDict(d));
+    return out;
+  }
+
+  nb::dict Describe(const std::string& table) {
+    Result<client::TableDesc> r = Status::Internal("not run");
+    {
+      nb::gil_scoped_release nogil;
+      r = client_->Describe(table);
+    }
+    return DescToDict(Unwrap(std::move(r)));
+  }
+
+  nb::dict LoadInto(const std::string& table, OutArray out, std::uint64_t begin,
+                    std::optional<std::uint64_t> end, int streams, bool to_f32, double timeout,
+                    bool allow_local, bool verify, nb::object progress) {
+    client::LoadOptions o;
+    o.begin_row = begin;
+    o.end_row = end;
+    o.streams = streams;
+    o.to_f32 = to_f32;
+    o.allow_local = allow_local;
+    o.verify = verify;
+    o.timeout = std::chrono::milliseconds(static_cast<long long>(timeout * 1000));
+    return StatsToDict(RunLoad(*client_, table, Bytes(out), o, progress));
+  }
+
+  // (row ids, missing key indices, raw row bytes)
+  nb::tuple LookupKeys(const std::string& table, const std::vector<std::string>& keys) {
+    Result<client::LookupResult> r = Status::Internal("not run");
+    {
+      nb::gil_scoped_release nogil;
+      r = client_->LookupKeys(table, keys);
+    }
+    return LookupTuple(Unwrap(std::move(r)));
+  }
+
+  nb::tuple LookupRows(const std::string& table, const std::vector<std::uint64_t>& rows) {
+    Result<client::LookupResult> r = Status::Internal("not run");
+    {
+      nb::gil_scoped_release nogil;
+      r = client_->LookupRows(table, rows);
+    }
+    return LookupTuple(Unwrap(std::move(r)));
+  }
+
+  std::vector<std::string> Keys(const std::string& table, std::uint64_t begin,
+                                std::optional<std::uint64_t> end) {
+    Result<std::vector<std::string>> r = Status::Internal("not run");
+    {
+      nb::gil_scoped_release nogil;
+      r = client_->Keys(table, begin, end);
+    }
+    return Unwrap(std::move(r));
+  }
+
+ private:
+  static nb::tuple LookupTuple(const client::LookupResult& l) {
+    nb::bytes data(reinterpret_cast<const char*>(l.data.data()), l.data.size());
+    return nb::make_tuple(l.rows, l.missing, data);
+  }
+
+  std::unique_ptr<client::Client> client_;
+};
+
+// A local table file, mapped read-only.
+class PyTable {
+ public:
+  explicit PyTable(const std::string& path) {
+    Result<std::shared_ptr<const store::Table>> r = Status::Internal("not run");
+    {
+      nb::gil_scoped_release nogil;
+      r = store::Table::Open(path);
+    }
+    table_ = Unwrap(std::move(r));
+  }
+
+  std::uint64_t rows() const { return table_->rows(); }
+  std::uint64_t dim() const { return table_->dim(); }
+  std::string dtype() const { return std::string(store::DTypeName(table_->dtype())); }
+  bool has_keys() const { return table_->has_keys(); }
+  std::string path() const { return table_->path(); }
+  std::uint64_t data_offset() const { return table_->data_offset(); }
+  std::uint64_t content_id() const { return store::ContentId(*table_); }
+  std::map<std::string, std::string> metadata() const { return table_->user_metadata(); }
+
+  // Rows [begin, end) into `out` (raw bytes, or f32 when to_f32), verifying their blocks first
+  // when asked. Releases the GIL; checks for Ctrl-C between 16 MiB pieces.
+  void ReadInto(std::uint64_t begin, std::uint64_t end, OutArray out, bool to_f32, bool verify) {
+    auto dst = Bytes(out);
+    const std::uint64_t per_row = to_f32 ? table_->dim() * 4 : table_->row_bytes();
+    Check(table_->RowBytes(begin, end).status());
+    if (dst.size() != (end - begin) * per_row) {
+      throw nb::value_error(("output buffer holds " + std::to_string(dst.size()) +
+                             " bytes, rows need " + std::to_string((end - begin) * per_row))
+                                .c_str());
+    }
+    const std::uint64_t step = std::max<std::uint64_t>(1, (16u << 20) / table_->row_bytes());
+    for (std::uint64_t r = begin; r < end; r += step) {
+      std::uint64_t e = std::min(end, r + step);
+      Status st;
+      {
+        nb::gil_scoped_release nogil;
+        if (verify) st = table_->VerifyRows(r, e);
+        if (st.ok()) {
+          auto piece = dst.subspan((r - begin) * per_row, (e - r) * per_row);
+          if (to_f32) {
+            st = table_->ReadRowsF32(
+                r, e, std::span<float>(reinterpret_cast<float*>(piece.data()), piece.size() / 4));
+          } else {
+            std::memcpy(piece.data(), table_->RowBytes(r, e)->data(), piece.size());
+          }
+        }
+      }
+      Check(st);
+      if (PyErr_CheckSignals() != 0) throw nb::python_error();
+    }
+  }
+
+  // The whole matrix as a read-only uint8 array [rows, row_bytes] over the mapping (zero copy).
+  // The array keeps the mapping alive.
+  nb::ndarray<nb::numpy, const std::uint8_t, nb::ndim<2>> View() const {
+    auto* holder = new std::shared_ptr<const store::Table>(table_);
+    nb::capsule owner(holder, [](void* p) noexcept {
+      delete static_cast<std::shared_ptr<const store::Table>*>(p);
+    });
+    auto bytes = *table_->RowBytes(0, table_->rows());
+    std::size_t shape[2] = {static_cast<std::size_t>(table_->rows()), table_->row_bytes()};
+    return nb::ndarray<nb::numpy, const std::uint8_t, nb::ndim<2>>(
+        reinterpret_cast<const std::uint8_t*>(bytes.data()), 2, shape, owner);
+  }
+
+  // Row of each key, or -1 when the table lacks it.
+  std::vector<std::int64_t> FindKeys(const std::vector<std::string>& keys) const {
+    std::vector<std::int64_t> out(keys.size(), -1);
+    for (std::size_t i = 0; i < keys.size(); ++i) {
+      auto r = table_->FindKey(keys[i]);
+      if (r) out[i] = static_cast<std::int64_t>(*r);
+    }
+    return out;
+  }
+
+  std::vector<std::string> Keys(std::uint64_t begin, std::optional<std::uint64_t> end) const {
+    if (!table_->has_keys()) Raise(Status::FailedPrecondition("'" + table_->path() + "' has no keys"));
+    std::uint64_t e = end.value_or(table_->rows());
+    Check(table_->RowBytes(begin, e).status());
+    std::vector<std::string> out;
+    out.reserve(e - begin);
+    for (std::uint64_t r = begin; r < e; ++r) out.emplace_back(table_->Key(r));
+    return out;
+  }
+
+  void Verify() const {
+    Status st;
+    {
+      nb::gil_scoped_release nogil;
+      st = table_->VerifyAll();
+    }
+    Check(st);
+  }
+
+ private:
+  std::shared_ptr<const store::Table> table_;
+};
+
+}  // namespace
+}  // namespace embstore::python
+
+NB_MODULE(_native, m) {
+  using embstore::python::PyClient;
+  using embstore::python::PyTable;
+  m.doc() = "Native core of the embstore package (embstore::client and embstore::store).";
+  m.attr("__version__") = std::string(embstore::store::EmbstoreVersion());
+  m.def("active_kernel", [] { return std::string(embstore::store::ActiveKernelName()); },
+        "Name of the SIMD kernel used for dtype conversion on this machine.");
+
+  nb::class_<PyClient>(m, "Client")
+      .def(nb::init<const std::string&, const std::string&, bool, const std::string&,
+                    const std::string&, const std::string&, const std::string&, double>(),
+           "target"_a, "token"_a = "", "tls"_a = false, "tls_ca"_a = "", "tls_cert"_a = "",
+           "tls_key"_a = "", "tls_server_name"_a = "", "rpc_timeout"_a = 30.0)
+      .def("list_tables", &PyClient::ListTables)
+      .def("describe", &PyClient::Describe, "table"_a)
+      .def("load_into", &PyClient::LoadInto, "table"_a, "out"_a, "begin"_a = 0,
+           "end"_a = nb::none(), "streams"_a = 0, "to_f32"_a = false, "timeout"_a = 0.0,
+           "allow_local"_a = true, "verify"_a = true, "progress"_a = nb::none())
+      .def("lookup_keys", &PyClient::LookupKeys, "table"_a, "keys"_a)
+      .def("lookup_rows", &PyClient::LookupRows, "table"_a, "rows"_a)
+      .def("keys", &PyClient::Keys, "table"_a, "begin"_a = 0, "end"_a = nb::none());
+
+  nb::class_<PyTable>(m, "Table")
+      .def(nb::init<const std::string&>(), "path"_a)
+      .def_prop_ro("rows", &PyTable::rows)
+      .def_prop_ro("dim", &PyTable::dim)
+      .def_prop_ro("dtype", &PyTable::dtype)
+      .def_prop_ro("has_keys", &PyTable::has_keys)
+      .def_prop_ro("path", &PyTable::path)
+      .def_prop_ro("data_offset", &PyTable::data_offset)
+      .def_prop_ro("content_id", &PyTable::content_id)
+      .def_prop_ro("metadata", &PyTable::metadata)
+      .def("read_into", &PyTable::ReadInto, "begin"_a, "end"_a, "out"_a, "to_f32"_a = false,
+           "verify"_a = false)
+      .def("view", &PyTable::View)
+      .def("find_keys", &PyTable::FindKeys, "keys"_a)
+      .def("keys", &PyTable::Keys, "begin"_a = 0, "end"_a = nb::none())
+      .def("verify", &PyTable::Verify);
+}

@@ -1,0 +1,149 @@
+"""embstore.tf with real TensorFlow: eager, TF1 graph mode, hooks, Keras and tf.data.
+
+The point of the package: the table's values reach the variables at run time, so the graph (and
+the .meta file of every checkpoint) stays small whatever the table's size.
+"""
+import os
+
+import numpy as np
+import pytest
+
+os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+tf = pytest.importorskip("tensorflow")
+
+import embstore  # noqa: E402
+import embstore.tf  # noqa: E402
+from conftest import expected_matrix, wait_for_table, write_table  # noqa: E402
+
+ROWS, DIM = 3000, 16  # 192 KB: larger than the 64 KB Const bound the tests check
+
+
+@pytest.fixture
+def table(make_table_bin, tmp_path):
+    return str(write_table(make_table_bin, tmp_path / "item_mat.emb", ROWS, DIM, keys=True,
+                           block_rows=100))
+
+
+def test_eager_assign_chunk_by_chunk(table):
+    v = tf.Variable(tf.zeros([ROWS, DIM]))
+    embstore.tf.assign(v, table, chunk_rows=777)
+    np.testing.assert_array_equal(v.numpy(), expected_matrix(ROWS, DIM))
+
+
+def test_eager_assign_row_range_and_half_precision(table):
+    v = tf.Variable(tf.zeros([100, DIM], dtype=tf.float16))
+    embstore.tf.assign(v, table, rows=(50, 150))
+    np.testing.assert_array_equal(v.numpy().astype(np.float32), expected_matrix(ROWS, DIM)[50:150])
+
+
+def test_eager_assign_rejects_shape_mismatch(table):
+    v = tf.Variable(tf.zeros([ROWS + 1, DIM]))
+    with pytest.raises(embstore.errors.InvalidArgumentError, match=r"\[3001, 16\].*\[3000, 16\]"):
+        embstore.tf.assign(v, table)
+
+
+def _const_bytes(graph_def):
+    return max([len(n.attr["value"].tensor.tensor_content) for n in graph_def.node
+                if n.op == "Const"] or [0])
+
+
+def test_graph_mode_checkpoint_stays_small_and_exact(table, tmp_path):
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable("item_mat", [ROWS, DIM], initializer=tf.zeros_initializer())
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session(graph=g) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            embstore.tf.initialize(sess, {v: "item_mat"}, table, chunk_rows=1000)
+            np.testing.assert_array_equal(sess.run(v), expected_matrix(ROWS, DIM))
+            prefix = saver.save(sess, str(tmp_path / "ckpt" / "model"))
+    meta = os.path.getsize(prefix + ".meta")
+    assert meta < 1 << 20
+    assert _const_bytes(g.as_graph_def()) <= 64 << 10
+
+    # The checkpoint holds the exact values.
+    restored = tf.train.load_checkpoint(prefix).get_tensor("item_mat")
+    np.testing.assert_array_equal(restored, expected_matrix(ROWS, DIM))
+
+    # The old way, for contrast: the table becomes a Const in the graph and the .meta grows by it.
+    g2 = tf.Graph()
+    with g2.as_default():
+        arr = embstore.load(table)
+        tf.compat.v1.get_variable("item_mat", initializer=tf.constant(arr))
+        saver = tf.compat.v1.train.Saver()
+        with tf.compat.v1.Session(graph=g2) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            old = saver.save(sess, str(tmp_path / "old" / "model"))
+    assert os.path.getsize(old + ".meta") > arr.nbytes
+    assert _const_bytes(g2.as_graph_def()) >= arr.nbytes
+
+
+def test_graph_mode_partitioned_variable(table):
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable(
+            "item_mat", [ROWS, DIM], initializer=tf.zeros_initializer(),
+            partitioner=tf.compat.v1.fixed_size_partitioner(3))
+        with tf.compat.v1.Session(graph=g) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            embstore.tf.initialize(sess, {v: "item_mat"}, table)
+            parts = [sess.run(p) for p in v]
+    np.testing.assert_array_equal(np.concatenate(parts), expected_matrix(ROWS, DIM))
+    assert len(parts) == 3
+
+
+def test_monitored_training_session_hook(table, tmp_path):
+    ckpt = str(tmp_path / "train")
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable("item_mat", [ROWS, DIM], initializer=tf.zeros_initializer())
+        step = tf.compat.v1.train.get_or_create_global_step()
+        train = tf.compat.v1.assign_add(step, 1)
+        hook = embstore.tf.init_hook({v: "item_mat"}, table, checkpoint_dir=ckpt)
+        with tf.compat.v1.train.MonitoredTrainingSession(
+                checkpoint_dir=ckpt, hooks=[hook], save_checkpoint_steps=1) as sess:
+            np.testing.assert_array_equal(sess.run(v), expected_matrix(ROWS, DIM))
+            sess.run(train)
+    assert tf.train.latest_checkpoint(ckpt)
+    meta = [f for f in os.listdir(ckpt) if f.endswith(".meta")]
+    assert meta and all(os.path.getsize(os.path.join(ckpt, f)) < 1 << 20 for f in meta)
+
+    # A restarted run restores from the checkpoint; the hook leaves the restored values alone.
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable("item_mat", [ROWS, DIM], initializer=tf.zeros_initializer())
+        step = tf.compat.v1.train.get_or_create_global_step()
+        train = tf.group(tf.compat.v1.assign(v[0], tf.fill([DIM], 99.0)),
+                         tf.compat.v1.assign_add(step, 1))
+        hook = embstore.tf.init_hook({v: "item_mat"}, table, checkpoint_dir=ckpt)
+        with tf.compat.v1.train.MonitoredTrainingSession(checkpoint_dir=ckpt, hooks=[hook]) as s:
+            assert (s.run(v) == expected_matrix(ROWS, DIM)).all()  # restored, not reloaded
+            s.run(train)  # "training" changes the embedding; the final checkpoint keeps it
+        with tf.compat.v1.train.MonitoredTrainingSession(checkpoint_dir=ckpt, hooks=[hook]) as s:
+            assert (s.run(v)[0] == 99.0).all()
+
+
+def test_keras_initializer_config_holds_only_the_reference(table):
+    layer = tf.keras.layers.Embedding(
+        ROWS, DIM, embeddings_initializer=embstore.tf.Initializer(table, None))
+    layer.build((None,))
+    np.testing.assert_array_equal(layer.embeddings.numpy(), expected_matrix(ROWS, DIM))
+    import json
+    config = json.dumps(tf.keras.layers.serialize(layer))
+    assert len(config) < 4096
+    assert table in config
+
+
+def test_dataset_streams_rows_and_keys(tmp_path, table):
+    rows = list(embstore.tf.dataset(table, batch_rows=500).as_numpy_iterator())
+    np.testing.assert_array_equal(np.stack(rows), expected_matrix(ROWS, DIM))
+    pairs = list(embstore.tf.dataset(table, rows=(10, 13), with_keys=True).as_numpy_iterator())
+    assert [k for k, _ in pairs] == [b"k10", b"k11", b"k12"]
+
+
+def test_from_a_server(make_table_bin, server):
+    write_table(make_table_bin, server.store / "item_mat.emb", ROWS, DIM)
+    wait_for_table(server.unix, "item_mat")
+    v = tf.Variable(tf.zeros([ROWS, DIM]))
+    embstore.tf.assign(v, server.tcp, "item_mat", local=False, streams=2)
+    np.testing.assert_array_equal(v.numpy(), expected_matrix(ROWS, DIM))
