@@ -614,7 +614,7 @@ int main(int argc, char** argv) {
   std::printf("ratio serve / naive        %.2f\n", served / naive);
   std::printf("%d concurrent pulls        %.2f GB/s aggregate, %.1f s\n", o.clients,
               Gb(table_bytes * o.clients / concurrent_secs), concurrent_secs);
-  std::printf("server anon RSS growth     %.1f MiB   (target <= 64; base %.1f MiB, peak %.1f MiB)\n",
+  std::printf("server anon RSS growth     %.1f MiB   (target <= 64; base %.1f, peak %.1f MiB)\n",
               growth_mib, anon_base / 1024.0, anon_peak / 1024.0);
   std::printf("server file-backed RSS     %.1f MiB peak (the mapped table pages)\n",
               file_peak / 1024.0);

@@ -43,7 +43,9 @@ Status TableEntry::CheckIntact() const {
                               "error); the data sent from it is not trustworthy");
   }
   struct stat st;
-  if (::fstat(fd_, &st) != 0) return Status::FromErrno("table '" + name_ + "': fstat " + path_, errno);
+  if (::fstat(fd_, &st) != 0) {
+    return Status::FromErrno("table '" + name_ + "': fstat " + path_, errno);
+  }
   if (static_cast<std::uint64_t>(st.st_size) < file_.size) {
     return Status::Corruption("table '" + name_ + "': file " + path_ + " shrank from " +
                               std::to_string(file_.size) + " to " + std::to_string(st.st_size) +

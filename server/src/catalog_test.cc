@@ -56,8 +56,11 @@ TEST(Catalog, ServesEveryEmbFileUnderItsName) {
 }
 
 TEST(Catalog, RejectsNamesThatCouldEscapeTheDirectory) {
-  for (const std::string& bad : std::vector<std::string>{"", "../etc/passwd", "a/b", "/abs", ".", "..", ".hidden",
-                          std::string("nul\0x", 5), std::string(300, 'a'), "tab\tname"}) {
+  const std::vector<std::string> bad_names = {"",      "../etc/passwd", "a/b", "/abs",
+                                              ".",     "..",            ".hidden",
+                                              std::string("nul\0x", 5), std::string(300, 'a'),
+                                              "tab\tname"};
+  for (const std::string& bad : bad_names) {
     Status st = Catalog::ValidateName(bad);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "name: " << bad;
     EXPECT_NE(st.message().find("invalid table name"), std::string::npos);

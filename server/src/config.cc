@@ -21,8 +21,8 @@ class Reader {
       bool ok = false;
       for (const char* k : known) ok = ok || it.key() == k;
       if (!ok) {
-        return Status::InvalidArgument("config file " + file_ + ": unknown key '" + Join(where, it.key()) +
-                                       "'");
+        return Status::InvalidArgument("config file " + file_ + ": unknown key '" +
+                                       Join(where, it.key()) + "'");
       }
     }
     return Status::OK();
@@ -37,7 +37,9 @@ class Reader {
     } else if constexpr (std::is_integral_v<T>) {
       if (!it->is_number_integer()) return Bad(Join(where, key), "an integer");
       if constexpr (std::is_unsigned_v<T>) {
-        if (it->template get<std::int64_t>() < 0) return Bad(Join(where, key), "a non-negative integer");
+        if (it->template get<std::int64_t>() < 0) {
+          return Bad(Join(where, key), "a non-negative integer");
+        }
       }
     } else if constexpr (std::is_same_v<T, std::string>) {
       if (!it->is_string()) return Bad(Join(where, key), "a string");
@@ -98,7 +100,8 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
     EMBSTORE_RETURN_NOT_OK(r.Keys(l, "limits", {"max_concurrent_streams", "max_lookup_batch",
                                                 "max_lookup_bytes", "max_chunk_bytes",
                                                 "max_receive_message_bytes"}));
-    EMBSTORE_RETURN_NOT_OK(r.Get(l, "limits", "max_concurrent_streams", &c->max_concurrent_streams));
+    EMBSTORE_RETURN_NOT_OK(
+        r.Get(l, "limits", "max_concurrent_streams", &c->max_concurrent_streams));
     EMBSTORE_RETURN_NOT_OK(r.Get(l, "limits", "max_lookup_batch", &c->service.max_lookup_batch));
     EMBSTORE_RETURN_NOT_OK(r.Get(l, "limits", "max_lookup_bytes", &c->service.max_lookup_bytes));
     EMBSTORE_RETURN_NOT_OK(r.Get(l, "limits", "max_chunk_bytes", &c->service.max_chunk_bytes));

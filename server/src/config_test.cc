@@ -41,7 +41,8 @@ TEST(ConfigFile, RejectsUnknownKeysWrongTypesAndBadJsonNamingTheFile) {
     const char* mention;
   };
   for (const Case& k : {Case{R"({"listen": "x"})", "'listen' must be an array of strings"},
-                        Case{R"({"limits": {"max_streams": 1}})", "unknown key 'limits.max_streams'"},
+                        Case{R"({"limits": {"max_streams": 1}})",
+                             "unknown key 'limits.max_streams'"},
                         Case{R"({"limits": {"max_lookup_batch": -1}})", "non-negative"},
                         Case{R"({"verify_on_load": 1})", "true or false"},
                         Case{R"({"store": )", "not valid JSON"}}) {

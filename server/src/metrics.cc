@@ -61,7 +61,8 @@ std::string Metrics::RenderPrometheus() const {
   out += "# HELP embstore_bytes_served_total Payload bytes (rows and keys) sent to clients.\n";
   out += "# TYPE embstore_bytes_served_total counter\n";
   for (const auto& [table, n] : bytes_) {
-    out += "embstore_bytes_served_total{table=\"" + Label(table) + "\"} " + std::to_string(n) + "\n";
+    out += "embstore_bytes_served_total{table=\"" + Label(table) + "\"} " + std::to_string(n) +
+           "\n";
   }
   out += "# HELP embstore_active_streams Streaming RPCs in progress.\n";
   out += "# TYPE embstore_active_streams gauge\n";
@@ -72,7 +73,7 @@ std::string Metrics::RenderPrometheus() const {
     out += "embstore_requests_total{method=\"" + Label(key.first) + "\",code=\"" +
            Label(key.second) + "\"} " + std::to_string(n) + "\n";
   }
-  out += "# HELP embstore_request_duration_seconds RPC latency, from arrival to the final status.\n";
+  out += "# HELP embstore_request_duration_seconds RPC latency, arrival to final status.\n";
   out += "# TYPE embstore_request_duration_seconds histogram\n";
   for (const auto& [method, h] : latency_) {
     const std::string m = Label(method);

@@ -187,7 +187,8 @@ Result<std::optional<RowChunkView>> RowStream::Next() {
     for (std::uint64_t b = c.first_block; b <= last_block; ++b) {
       c.block_checksums.push_back(t.BlockChecksum(b));
     }
-    const bool whole = pos == c.first_block * br && stop == std::min(t.rows(), (last_block + 1) * br);
+    const bool whole =
+        pos == c.first_block * br && stop == std::min(t.rows(), (last_block + 1) * br);
     if (!whole) {
       c.payload_checksum = store::Checksum64(c.payload);
       // Hashing read the pages: a fault absorbed meanwhile means the sum is over zeros.
@@ -225,10 +226,10 @@ Result<v1::LookupResponse> Service::Lookup(const v1::LookupRequest& r) const {
   const bool by_key = r.selector_case() == v1::LookupRequest::kKeys;
   const std::uint64_t n = by_key ? r.keys().keys_size() : r.rows().ids_size();
   if (n > options_.max_lookup_batch) {
-    return Status::ResourceExhausted("lookup of " + std::to_string(n) + (by_key ? " keys" : " rows") +
-                                     " in " + Quote(r.table()) + " exceeds the batch limit of " +
-                                     std::to_string(options_.max_lookup_batch) +
-                                     "; split the request");
+    return Status::ResourceExhausted(
+        "lookup of " + std::to_string(n) + (by_key ? " keys" : " rows") + " in " +
+        Quote(r.table()) + " exceeds the batch limit of " +
+        std::to_string(options_.max_lookup_batch) + "; split the request");
   }
   if (by_key && !t.has_keys()) {
     return Status::FailedPrecondition(Quote(r.table()) + " has no keys; look rows up by id");

@@ -122,7 +122,8 @@ def test_grpcio_pulls_a_whole_table_under_the_default_receive_limit(server, make
     assert chunks[0].HasField("table") and chunks[0].table.rows == rows
     assert all(not c.HasField("table") for c in chunks[1:])
     assert len({c.content_id for c in chunks}) == 1
-    assert [c.first_row for c in chunks] == list(np.cumsum([0] + [c.row_count for c in chunks])[:-1])
+    starts = np.cumsum([0] + [c.row_count for c in chunks])[:-1]
+    assert [c.first_row for c in chunks] == list(starts)
     data = np.frombuffer(b"".join(c.payload for c in chunks), dtype="<f4").reshape(rows, dim)
     np.testing.assert_array_equal(data, expected_matrix(rows, dim))
     assert max(c.ByteSize() for c in chunks) < 4 << 20

@@ -166,7 +166,9 @@ class Handler final : public RawService {
       if (r.ok()) {
         bool own = false;
         grpc::Status ss = grpc::SerializationTraits<Resp>::Serialize(*r, response, &own);
-        if (!ss.ok()) st = Status::Internal(std::string("serializing the reply: ") + ss.error_message());
+        if (!ss.ok()) {
+          st = Status::Internal(std::string("serializing the reply: ") + ss.error_message());
+        }
       } else {
         st = r.status();
       }

@@ -215,7 +215,8 @@ TEST_F(ServerTest, ErrorsMapToPreciseStatusCodes) {
               grpc::StatusCode::INVALID_ARGUMENT);
   }
   // Bytes that are no protobuf message at all.
-  for (const char* method : {"/embstore.v1.EmbStore/DescribeTable", "/embstore.v1.EmbStore/Lookup"}) {
+  for (const char* method :
+       {"/embstore.v1.EmbStore/DescribeTable", "/embstore.v1.EmbStore/Lookup"}) {
     auto [st, resp] = testing::GenericUnary(channel_, method, "\xff\xff\xff\xff");
     EXPECT_EQ(st.error_code(), grpc::StatusCode::INVALID_ARGUMENT) << method;
     EXPECT_NE(st.error_message().find("malformed"), std::string::npos);
