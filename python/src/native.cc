@@ -63,6 +63,17 @@ void Check(const Status& st) {
   if (!st.ok()) Raise(st);
 }
 
+// Runs `fn` (returning Result<T>) with the GIL released and returns its value or raises.
+template <typename Fn>
+auto WithoutGil(Fn&& fn) {
+  std::optional<decltype(fn())> r;
+  {
+    nb::gil_scoped_release nogil;
+    r.emplace(fn());
+  }
+  return Unwrap(std::move(*r));
+}
+
 // A writable, C-contiguous buffer from Python (numpy array, memoryview of a torch tensor...).
 using OutArray = nb::ndarray<nb::device::cpu, nb::c_contig>;
 
@@ -112,13 +123,13 @@ client::LoadStats RunLoad(client::Client& c, const std::string& table, std::span
     }
     return true;
   };
-  Result<client::LoadStats> r = Status::Internal("not run");
+  std::optional<Result<client::LoadStats>> r;
   {
     nb::gil_scoped_release nogil;
-    r = c.Load(table, out, o);
+    r.emplace(c.Load(table, out, o));
   }
-  if (interrupted && PyErr_Occurred()) throw nb::python_error();
-  return Unwrap(std::move(r));
+  if (interrupted && PyErr_Occurred()) throw nb::python_error();  // KeyboardInterrupt and co.
+  return Unwrap(std::move(*r));
 }
 
 nb::dict StatsToDict(const client::LoadStats& s) {
@@ -153,23 +164,15 @@ class PyClient {
   }
 
   std::vector<nb::dict> ListTables() {
-    Result<std::vector<client::TableDesc>> r = Status::Internal("not run");
-    {
-      nb::gil_scoped_release nogil;
-      r = client_->ListTables();
-    }
     std::vector<nb::dict> out;
-    for (const auto& d : Unwrap(std::move(r))) out.push_back(DescToDict(d));
+    for (const auto& d : WithoutGil([&] { return client_->ListTables(); })) {
+      out.push_back(DescToDict(d));
+    }
     return out;
   }
 
   nb::dict Describe(const std::string& table) {
-    Result<client::TableDesc> r = Status::Internal("not run");
-    {
-      nb::gil_scoped_release nogil;
-      r = client_->Describe(table);
-    }
-    return DescToDict(Unwrap(std::move(r)));
+    return DescToDict(WithoutGil([&] { return client_->Describe(table); }));
   }
 
   nb::dict LoadInto(const std::string& table, OutArray out, std::uint64_t begin,
@@ -188,31 +191,16 @@ class PyClient {
 
   // (row ids, missing key indices, raw row bytes)
   nb::tuple LookupKeys(const std::string& table, const std::vector<std::string>& keys) {
-    Result<client::LookupResult> r = Status::Internal("not run");
-    {
-      nb::gil_scoped_release nogil;
-      r = client_->LookupKeys(table, keys);
-    }
-    return LookupTuple(Unwrap(std::move(r)));
+    return LookupTuple(WithoutGil([&] { return client_->LookupKeys(table, keys); }));
   }
 
   nb::tuple LookupRows(const std::string& table, const std::vector<std::uint64_t>& rows) {
-    Result<client::LookupResult> r = Status::Internal("not run");
-    {
-      nb::gil_scoped_release nogil;
-      r = client_->LookupRows(table, rows);
-    }
-    return LookupTuple(Unwrap(std::move(r)));
+    return LookupTuple(WithoutGil([&] { return client_->LookupRows(table, rows); }));
   }
 
   std::vector<std::string> Keys(const std::string& table, std::uint64_t begin,
                                 std::optional<std::uint64_t> end) {
-    Result<std::vector<std::string>> r = Status::Internal("not run");
-    {
-      nb::gil_scoped_release nogil;
-      r = client_->Keys(table, begin, end);
-    }
-    return Unwrap(std::move(r));
+    return WithoutGil([&] { return client_->Keys(table, begin, end); });
   }
 
  private:
@@ -228,12 +216,7 @@ class PyClient {
 class PyTable {
  public:
   explicit PyTable(const std::string& path) {
-    Result<std::shared_ptr<const store::Table>> r = Status::Internal("not run");
-    {
-      nb::gil_scoped_release nogil;
-      r = store::Table::Open(path);
-    }
-    table_ = Unwrap(std::move(r));
+    table_ = WithoutGil([&] { return store::Table::Open(path); });
   }
 
   std::uint64_t rows() const { return table_->rows(); }
