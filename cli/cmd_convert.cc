@@ -85,8 +85,8 @@ RunFn RegisterConvert(CLI::App& app) {
     o.threads = args->threads;
     o.overwrite = args->force;
     o.on_duplicate_key = *store::ParseDuplicateKeyPolicy(args->on_duplicate_key);
-    o.on_overflow =
-        args->on_overflow == "inf" ? store::OverflowPolicy::kInfinity : store::OverflowPolicy::kError;
+    o.on_overflow = args->on_overflow == "inf" ? store::OverflowPolicy::kInfinity
+                                               : store::OverflowPolicy::kError;
     for (const std::string& kv : args->meta) {
       std::size_t eq = kv.find('=');
       if (eq == std::string::npos || eq == 0) {
@@ -105,7 +105,9 @@ RunFn RegisterConvert(CLI::App& app) {
     if (!result.ok()) return ReportError("convert", result.status());
     const store::ConvertStats& s = *result;
     const double mbps = s.seconds > 0 ? static_cast<double>(s.input_bytes) / s.seconds / 1e6 : 0;
-    if (!s.format_note.empty()) std::fprintf(stderr, "embstore convert: %s\n", s.format_note.c_str());
+    if (!s.format_note.empty()) {
+      std::fprintf(stderr, "embstore convert: %s\n", s.format_note.c_str());
+    }
     std::printf(
         "%s: %llu rows x %llu %s, %llu bytes, from %s%s (%llu bytes of text) in %.2f s, "
         "%.1f MB/s, %u threads, %s kernel%s\n",

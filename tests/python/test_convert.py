@@ -349,7 +349,8 @@ def test_gzip_stdin(embstore_bin, tmp_path):
 
 BAD = [
     ("3 2\na 1 2\nb 3 4\n", "says 3 rows, found 2"),
-    ("2 3\na 1 2 3\nb 3 4\n", "h.txt:3:6: row has 2 values, expected 3 (from the header on line 1)"),
+    ("2 3\na 1 2 3\nb 3 4\n",
+     "h.txt:3:6: row has 2 values, expected 3 (from the header on line 1)"),
     ("a 1 2\nb 3 4\na 5 6\n", "h.txt:3:1: duplicate key 'a' (first on line 1"),
     ("", "no data rows"),
     ("# only comments\n\n", "no data rows"),

@@ -603,7 +603,8 @@ Status Converter::ConsumeResult(const Chunk& chunk, ChunkResult& r) {
 }
 
 Status Converter::RunTextPipeline() {
-  unsigned threads = o_.threads != 0 ? o_.threads : std::max(1u, std::thread::hardware_concurrency());
+  const unsigned threads =
+      o_.threads != 0 ? o_.threads : std::max(1u, std::thread::hardware_concurrency());
   stats_.threads = threads;
   const convert::Kernel& kernel = convert::ActiveKernel();
   if (threads == 1) {
@@ -858,7 +859,9 @@ Status Converter::Finish() {
   EMBSTORE_RETURN_NOT_OK(writer_->Finish());
   stats_.rows = writer_->rows();
   struct stat st {};
-  if (::stat(output_.c_str(), &st) == 0) stats_.output_bytes = static_cast<std::uint64_t>(st.st_size);
+  if (::stat(output_.c_str(), &st) == 0) {
+    stats_.output_bytes = static_cast<std::uint64_t>(st.st_size);
+  }
   return Status::OK();
 }
 

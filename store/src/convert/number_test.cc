@@ -208,7 +208,8 @@ std::uint16_t ReferenceSmall(const std::string& s, int precision, int bias,
   while (lo < hi) {
     std::uint16_t mid = static_cast<std::uint16_t>((lo + hi) / 2);
     double a = to_f32(mid);
-    double b = mid + 1 == inf ? std::ldexp(1.0, bias + 1) : to_f32(static_cast<std::uint16_t>(mid + 1));
+    double b = mid + 1 == inf ? std::ldexp(1.0, bias + 1)
+                              : to_f32(static_cast<std::uint16_t>(mid + 1));
     double m = (a + b) / 2;
     int c = CompareDecimalWithDouble(s, m);
     // At an exact midpoint, ties go to the even pattern.

@@ -6,7 +6,8 @@ namespace embstore::store::convert {
 namespace {
 
 template <>
-std::uint32_t ToMask<xsimd::avx2, std::uint32_t>(const xsimd::batch_bool<std::int8_t, xsimd::avx2>& b) {
+std::uint32_t ToMask<xsimd::avx2, std::uint32_t>(
+    const xsimd::batch_bool<std::int8_t, xsimd::avx2>& b) {
   // One bit per byte: the top bit of each all-ones/all-zeros lane.
   return static_cast<std::uint32_t>(_mm256_movemask_epi8(b));
 }

@@ -1,4 +1,5 @@
-// The AVX-512 kernel: 64-byte blocks with mask registers for scans, 32-byte digit blocks. Compiled with -mavx512bw and friends
+// The AVX-512 kernel: 64-byte blocks with mask registers for scans, 32-byte digit blocks
+// (simd_isa.h says why). Compiled with -mavx512bw and friends
 // (store/CMakeLists.txt); only reached when the CPU has them (kernel_common.cc).
 #include "convert/simd_isa.h"
 
@@ -13,7 +14,8 @@ std::uint64_t ToMask<xsimd::avx512bw, std::uint64_t>(
 }
 
 template <>
-std::uint32_t ToMask<xsimd::avx2, std::uint32_t>(const xsimd::batch_bool<std::int8_t, xsimd::avx2>& b) {
+std::uint32_t ToMask<xsimd::avx2, std::uint32_t>(
+    const xsimd::batch_bool<std::int8_t, xsimd::avx2>& b) {
   return static_cast<std::uint32_t>(_mm256_movemask_epi8(b));
 }
 

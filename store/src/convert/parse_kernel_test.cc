@@ -176,7 +176,9 @@ std::vector<const Kernel*> SimdKernels() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Simd, KernelVsScalar, ::testing::ValuesIn(SimdKernels()),
-                         [](const auto& param_info) { return std::string(param_info.param->name); });
+                         [](const auto& param_info) {
+                           return std::string(param_info.param->name);
+                         });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(KernelVsScalar);
 
 TEST(ScalarKernel, ParsesAMatrixWithCommentsBlankLinesAndCrlf) {
