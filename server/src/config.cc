@@ -12,7 +12,7 @@ using nlohmann::json;
 
 class Reader {
  public:
-  Reader(const std::string& file, const json& j) : file_(file), j_(j) {}
+  explicit Reader(const std::string& file) : file_(file) {}
 
   // Every key of `obj` must be one of `known`.
   Status Keys(const json& obj, const std::string& where, std::initializer_list<const char*> known) {
@@ -70,7 +70,6 @@ class Reader {
     return Status::InvalidArgument("config file " + file_ + ": '" + key + "' must be " + expected);
   }
   std::string file_;
-  const json& j_;
 };
 
 }  // namespace
@@ -84,7 +83,7 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
   } catch (const json::parse_error& e) {
     return Status::InvalidArgument("config file " + path + ": not valid JSON: " + e.what());
   }
-  Reader r(path, j);
+  Reader r(path);
   EMBSTORE_RETURN_NOT_OK(r.Keys(j, "", {"store", "listen", "metrics_listen", "poll_interval_ms",
                                         "shutdown_grace_ms", "verify_on_load", "limits",
                                         "chunks", "keepalive", "tls", "auth", "log_level"}));

@@ -187,9 +187,13 @@ Result<std::optional<RowChunkView>> RowStream::Next() {
     for (std::uint64_t b = c.first_block; b <= last_block; ++b) {
       c.block_checksums.push_back(t.BlockChecksum(b));
     }
-    const bool whole =
-        pos == c.first_block * br && stop == std::min(t.rows(), (last_block + 1) * br);
-    if (!whole) {
+    // A block is "cut" when the stream's range starts or ends inside it: the client never gets
+    // all of it, so the stored checksum cannot verify it and the chunk carries its own. Blocks
+    // the stream sends entirely are verified against the stored sums, also when (sub-block
+    // mode) they arrive in several consecutive chunks; the server reads no payload for them.
+    const bool cuts_first = c.first_block * br < begin_;
+    const bool cuts_last = std::min(t.rows(), (last_block + 1) * br) > end_;
+    if (cuts_first || cuts_last) {
       c.payload_checksum = store::Checksum64(c.payload);
       // Hashing read the pages: a fault absorbed meanwhile means the sum is over zeros.
       EMBSTORE_RETURN_NOT_OK(entry_->CheckIntact());

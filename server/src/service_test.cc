@@ -134,7 +134,18 @@ TEST_F(ServiceTest, ChunksSmallerThanABlockNeverCrossABlock) {
   auto chunks = Pull(Req("words", 0, std::nullopt, 1000));  // 15 rows of 64 bytes
   ASSERT_TRUE(chunks.ok());
   EXPECT_EQ(CheckRowStream(*chunks, 0, 1000, ExpectedRowBytes(spec_, 0, 1000)), "");
-  for (const auto& c : *chunks) EXPECT_EQ(c.block_checksums_size(), 1);
+  for (const auto& c : *chunks) {
+    EXPECT_EQ(c.block_checksums_size(), 1);
+    // Every block is sent entirely: the client checks it once its last piece is in, and the
+    // server never hashes payload.
+    EXPECT_FALSE(c.has_payload_checksum());
+  }
+  auto cut = Pull(Req("words", 10, 990, 1000));
+  ASSERT_TRUE(cut.ok());
+  EXPECT_EQ(CheckRowStream(*cut, 10, 990, ExpectedRowBytes(spec_, 10, 990)), "");
+  EXPECT_TRUE(cut->front().has_payload_checksum());  // pieces of block 0, which starts at row 0
+  EXPECT_TRUE(cut->back().has_payload_checksum());   // and of block 15, which ends at row 1000
+  EXPECT_FALSE((*cut)[5].has_payload_checksum());
 }
 
 TEST_F(ServiceTest, EmptyRangeStillSendsTheTableInfo) {

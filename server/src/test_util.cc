@@ -80,6 +80,9 @@ std::string CheckRowStream(const std::vector<v1::RowChunk>& chunks, std::uint64_
   const std::uint64_t rows = first.table().rows();
   std::uint64_t next = begin;
   std::string got;
+  // Blocks assembled across consecutive chunks (sub-block mode): index, bytes so far, stored sum.
+  std::uint64_t pending_block = ~0ull;
+  std::string pending;
   for (std::size_t i = 0; i < chunks.size(); ++i) {
     const v1::RowChunk& c = chunks[i];
     const std::string where = "chunk " + std::to_string(i) + ": ";
@@ -99,23 +102,34 @@ std::string CheckRowStream(const std::vector<v1::RowChunk>& chunks, std::uint64_
     if (static_cast<std::uint64_t>(c.block_checksums_size()) != last_block - c.first_block() + 1) {
       return where + "wrong number of block checksums";
     }
-    bool whole = true;
+    bool cut = false;  // some block of this chunk is not sent entirely by the stream
     for (std::uint64_t b = c.first_block(); b <= last_block; ++b) {
       const std::uint64_t b_begin = b * block_rows;
       const std::uint64_t b_end = std::min(rows, b_begin + block_rows);
-      if (b_begin < c.first_row() || b_end > c.first_row() + c.row_count()) {
-        whole = false;
+      if (b_begin < begin || b_end > end) {
+        cut = true;
         continue;
       }
-      const char* p = c.payload().data() + (b_begin - c.first_row()) * row_bytes;
-      auto bytes = std::as_bytes(std::span<const char>(p, (b_end - b_begin) * row_bytes));
-      if (store::Checksum64(bytes) != c.block_checksums(static_cast<int>(b - c.first_block()))) {
-        return where + "block " + std::to_string(b) + " fails its checksum";
+      const std::uint64_t from = std::max(b_begin, c.first_row());
+      const std::uint64_t to = std::min(b_end, c.first_row() + c.row_count());
+      if (from == b_begin) {
+        pending_block = b;
+        pending.clear();
+      }
+      if (pending_block != b) return where + "block " + std::to_string(b) + " not contiguous";
+      pending.append(c.payload().data() + (from - c.first_row()) * row_bytes,
+                     (to - from) * row_bytes);
+      if (to == b_end) {
+        auto bytes = std::as_bytes(std::span<const char>(pending.data(), pending.size()));
+        if (store::Checksum64(bytes) != c.block_checksums(static_cast<int>(b - c.first_block()))) {
+          return where + "block " + std::to_string(b) + " fails its checksum";
+        }
+        pending_block = ~0ull;
       }
     }
-    if (whole == c.has_payload_checksum()) {
-      return where + (whole ? "payload_checksum on a whole-block chunk"
-                            : "partial-block chunk without payload_checksum");
+    if (cut != c.has_payload_checksum()) {
+      return where + (cut ? "chunk of a cut block without payload_checksum"
+                          : "payload_checksum where the stored sums suffice");
     }
     if (c.has_payload_checksum()) {
       auto bytes = std::as_bytes(std::span<const char>(c.payload().data(), c.payload().size()));
@@ -125,6 +139,7 @@ std::string CheckRowStream(const std::vector<v1::RowChunk>& chunks, std::uint64_
     next += c.row_count();
   }
   if (next != end) return "stream ended at row " + std::to_string(next);
+  if (pending_block != ~0ull) return "block " + std::to_string(pending_block) + " incomplete";
   if (got != expected) return "payload bytes differ from the table";
   return "";
 }
