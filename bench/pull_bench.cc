@@ -1,0 +1,174 @@
+// Client load throughput, measured side by side with its ceilings in one run:
+//   1. iperf3's single-stream loopback throughput;
+//   2. embstore::client::Client::Load over loopback TCP from `embstore serve`, with 1..N parallel
+//      verified streams, into a buffer already in memory;
+//   3. the local fast path (the server's file mapped by the client) against a plain memcpy of the
+//      same bytes from the page cache.
+// Prints each figure and its ratio to the ceiling; never asserts speed.
+//
+// Usage: pull_bench [--rows N] [--dim D] [--streams 1,2,4,8] [--repeats R] [--seconds S]
+//                   [--json FILE] [--quick]
+#include <signal.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bench_util.h"
+#include "embstore/client/client.h"
+#include "embstore/store/table.h"
+#include "embstore/store/writer.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using embstore::bench::Child;
+
+double Seconds(Clock::time_point a) {
+  return std::chrono::duration<double>(Clock::now() - a).count();
+}
+
+void MakeTable(const std::string& path, std::uint64_t rows, std::uint64_t dim) {
+  embstore::store::WriterOptions o;
+  o.dim = dim;
+  auto w = embstore::store::TableWriter::Create(path, o);
+  if (!w.ok()) {
+    std::fprintf(stderr, "pull_bench: %s\n", w.status().ToString().c_str());
+    std::exit(1);
+  }
+  std::mt19937 rng(7);
+  std::normal_distribution<float> dist;
+  std::vector<float> chunk(std::min<std::uint64_t>(rows, 65536) * dim);
+  for (auto& v : chunk) v = dist(rng);
+  for (std::uint64_t r = 0; r < rows;) {
+    std::uint64_t n = std::min<std::uint64_t>(rows - r, chunk.size() / dim);
+    chunk[0] = static_cast<float>(r);  // rows differ from chunk to chunk
+    if (!(*w)->AppendRowsF32(std::span<const float>(chunk).first(n * dim)).ok()) std::exit(1);
+    r += n;
+  }
+  if (!(*w)->Finish().ok()) std::exit(1);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"Client load throughput against iperf3 and memcpy, in one run"};
+  std::uint64_t rows = 938280, dim = 128;
+  std::vector<int> streams = {1, 2, 4, 8};
+  int repeats = 3, seconds = 3;
+  bool quick = false;
+  std::string json_out;
+  app.add_option("--rows", rows, "Table rows (default 938280)");
+  app.add_option("--dim", dim, "Table dim (default 128)");
+  app.add_option("--streams", streams, "Stream counts to measure")->delimiter(',');
+  app.add_option("--repeats", repeats, "Best of this many loads per setting (default 3)");
+  app.add_option("--seconds", seconds, "iperf3 duration (default 3)");
+  app.add_option("--json", json_out, "Also write the results as JSON to this file");
+  app.add_flag("--quick", quick, "A small table and one repeat: a smoke test");
+  CLI11_PARSE(app, argc, argv);
+  if (quick) {
+    rows = std::min<std::uint64_t>(rows, 50000);
+    repeats = 1;
+    seconds = 1;
+  }
+
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("pull-bench-" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  const std::string table_path = (dir / "seed.emb").string();
+  MakeTable(table_path, rows, dim);
+  const std::uint64_t bytes = rows * dim * 4;
+  std::printf("table: %llu x %llu f32, %.1f MB\n", static_cast<unsigned long long>(rows),
+              static_cast<unsigned long long>(dim), bytes / 1e6);
+
+  nlohmann::ordered_json results;
+  results["rows"] = rows;
+  results["dim"] = dim;
+  results["bytes"] = bytes;
+
+  const double iperf = embstore::bench::IperfBytesPerSecond(seconds);
+  results["iperf3_bytes_per_s"] = iperf;
+  std::printf("iperf3 single stream:        %6.2f GB/s\n", iperf / 1e9);
+
+  Child server(EMBSTORE_BIN, {"serve", "--store", dir.string(), "--listen", "127.0.0.1:0",
+                              "--log-level", "info"},
+               true);
+  const std::string target = server.AwaitLog("listening")["addresses"][0];
+  embstore::client::ConnectOptions co;
+  co.target = target;
+  auto client = embstore::client::Client::Connect(co);
+  if (!client.ok()) return 1;
+
+  // The destination is touched once beforehand, so page faults on first write are not timed.
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  std::span<std::byte> out(static_cast<std::byte*>(mem), bytes);
+  std::memset(out.data(), 1, out.size());
+
+  auto best_load = [&](embstore::client::LoadOptions o) {
+    double best = 0;
+    for (int i = 0; i < repeats; ++i) {
+      auto start = Clock::now();
+      auto st = (*client)->Load("seed", out, o);
+      double s = Seconds(start);
+      if (!st.ok()) {
+        std::fprintf(stderr, "pull_bench: %s\n", st.status().ToString().c_str());
+        std::exit(1);
+      }
+      best = std::max(best, bytes / s);
+    }
+    return best;
+  };
+
+  nlohmann::ordered_json streamed = nlohmann::ordered_json::array();
+  for (int n : streams) {
+    embstore::client::LoadOptions o;
+    o.allow_local = false;
+    o.streams = n;
+    double bps = best_load(o);
+    streamed.push_back({{"streams", n}, {"bytes_per_s", bps},
+                        {"ratio_to_iperf3", iperf > 0 ? bps / iperf : 0}});
+    std::printf("client, %2d stream%s over TCP: %6.2f GB/s  (%.0f%% of iperf3)\n", n,
+                n == 1 ? " " : "s", bps / 1e9, iperf > 0 ? 100 * bps / iperf : 0);
+  }
+  results["streamed"] = streamed;
+
+  embstore::client::LoadOptions local;
+  local.allow_local = true;
+  local.verify = true;
+  const double local_verified = best_load(local);
+  local.verify = false;
+  const double local_raw = best_load(local);
+
+  auto table = embstore::store::Table::Open(table_path);
+  auto src = *(*table)->RowBytes(0, rows);
+  double memcpy_bps = 0;
+  for (int i = 0; i < std::max(repeats, 2); ++i) {
+    auto start = Clock::now();
+    std::memcpy(out.data(), src.data(), bytes);
+    memcpy_bps = std::max(memcpy_bps, bytes / Seconds(start));
+  }
+  results["local_verified_bytes_per_s"] = local_verified;
+  results["local_bytes_per_s"] = local_raw;
+  results["memcpy_bytes_per_s"] = memcpy_bps;
+  std::printf("local path, verified:        %6.2f GB/s  (%.0f%% of memcpy)\n", local_verified / 1e9,
+              100 * local_verified / memcpy_bps);
+  std::printf("local path, unverified:      %6.2f GB/s  (%.0f%% of memcpy)\n", local_raw / 1e9,
+              100 * local_raw / memcpy_bps);
+  std::printf("memcpy from the page cache:  %6.2f GB/s\n", memcpy_bps / 1e9);
+
+  if (!json_out.empty()) std::ofstream(json_out) << results.dump(2) << "\n";
+  ::munmap(mem, bytes);
+  server.Stop(SIGTERM);
+  fs::remove_all(dir);
+  return 0;
+}
