@@ -430,3 +430,26 @@ def test_help(embstore_bin):
     for flag in ["--format", "--dtype", "--delimiter", "--comments", "--skip-rows", "--threads",
                  "--force", "--meta", "--on-duplicate-key", "--on-overflow"]:
         assert flag in out.stdout
+
+
+def test_every_forced_kernel_writes_the_same_table(embstore_bin, tmp_path):
+    rng = np.random.default_rng(9)
+    lines = []
+    for r in range(400):
+        vals = rng.standard_normal(24) * 10.0 ** rng.integers(-5, 6, 24)
+        fmts = ["%.18e", "%.8g", "%.3f", "%g"]
+        lines.append(" ".join(fmts[(r + c) % 4] % v for c, v in enumerate(vals)))
+    src = write(tmp_path / "m.txt", "\n".join(lines) + "\n")
+    tables = {}
+    for kernel in ["scalar", "avx2", "avx512"]:
+        for dtype in ["f32", "f16", "bf16"]:
+            dst = tmp_path / f"{kernel}_{dtype}.emb"
+            out = run([embstore_bin, "convert", src, dst, "--dtype", dtype, "--threads", "2"],
+                      env={**os.environ, "EMBSTORE_FORCE_KERNEL": kernel})
+            assert out.returncode == 0, out.stderr
+            # An unsupported kernel falls back to the best one the CPU has; scalar always runs.
+            if kernel == "scalar":
+                assert "scalar kernel" in out.stdout
+            tables[kernel, dtype] = np.asarray(read_table(dst)[0]).tobytes()
+    for dtype in ["f32", "f16", "bf16"]:
+        assert tables["scalar", dtype] == tables["avx2", dtype] == tables["avx512", dtype]
