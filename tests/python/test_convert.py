@@ -444,7 +444,8 @@ def test_every_forced_kernel_writes_the_same_table(embstore_bin, tmp_path):
     for kernel in ["scalar", "avx2", "avx512"]:
         for dtype in ["f32", "f16", "bf16"]:
             dst = tmp_path / f"{kernel}_{dtype}.emb"
-            out = run([embstore_bin, "convert", src, dst, "--dtype", dtype, "--threads", "2"],
+            out = run([embstore_bin, "convert", src, dst, "--dtype", dtype, "--threads", "2",
+                       "--on-overflow", "inf"],
                       env={**os.environ, "EMBSTORE_FORCE_KERNEL": kernel})
             assert out.returncode == 0, out.stderr
             # An unsupported kernel falls back to the best one the CPU has; scalar always runs.
