@@ -12,8 +12,11 @@
 // The pull client receives every chunk as gRPC slices, walks the RowChunk encoding without
 // copying the payload, and (unless --no-verify) checks each block against its stored checksum.
 //
+// The single-client figures come from rounds of (iperf3, one pull from each server), interleaved
+// so that load from other work on the machine hits all three alike.
+//
 // Usage: serve_bench [--embstore PATH] [--rows N] [--dim D] [--chunk-bytes B] [--seconds S]
-//                    [--clients N] [--no-verify] [--keep DIR]
+//                    [--repeats N] [--clients N] [--no-verify] [--keep DIR]
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -505,19 +508,20 @@ std::string MakeTable(const Options& o, const std::string& dir) {
   return path;
 }
 
-// Pulls `repeats` times and returns the best throughput (bytes/s); exits on a failed pull.
-double BestPull(const Options& o, const std::string& target, const char* what) {
-  double best = 0;
-  for (int i = 0; i < o.repeats; ++i) {
-    PullResult r = Pull(target, "bench", o.chunk_bytes, o.verify, 1000 + i);
-    if (!r.ok || r.rows != o.rows) {
-      std::fprintf(stderr, "serve_bench: %s pull failed: %s (rows %llu)\n", what, r.error.c_str(),
-                   static_cast<unsigned long long>(r.rows));
-      std::exit(1);
-    }
-    best = std::max(best, r.bytes / r.seconds);
+// One whole-table pull; its throughput in bytes/s. Exits on a failed pull.
+double TimedPull(const Options& o, const std::string& target, const char* what, int id) {
+  PullResult r = Pull(target, "bench", o.chunk_bytes, o.verify, id);
+  if (!r.ok || r.rows != o.rows) {
+    std::fprintf(stderr, "serve_bench: %s pull failed: %s (rows %llu)\n", what, r.error.c_str(),
+                 static_cast<unsigned long long>(r.rows));
+    std::exit(1);
   }
-  return best;
+  return r.bytes / r.seconds;
+}
+
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
 }
 
 double Gb(double bytes_per_s) { return bytes_per_s / 1e9; }
@@ -552,9 +556,9 @@ int main(int argc, char** argv) {
           "  --embstore PATH    the embstore binary (default: the one built with this)\n"
           "  --rows N --dim D   table shape (default 938280 x 128 f32)\n"
           "  --chunk-bytes B    chunk size asked for (default: server default)\n"
-          "  --seconds S        duration of each of the 3 iperf3 runs (default 3)\n"
+          "  --seconds S        duration of each iperf3 run (default 3)\n"
           "  --clients N        concurrent pulls for the memory figure (default 32)\n"
-          "  --repeats N        single-client pulls, best taken (default 5)\n"
+          "  --repeats N        rounds of iperf3 + one pull from each server (default 5)\n"
           "  --no-verify        skip checksum verification in the client\n"
           "  --keep DIR         write the table into DIR and keep it (default: a temp dir)\n");
       return 0;
@@ -572,26 +576,30 @@ int main(int argc, char** argv) {
   const std::string path = MakeTable(o, dir);
   const double table_bytes = static_cast<double>(o.rows * o.dim * 4);
 
-  // Best of three, as the pulls are best of --repeats: both sides get the same benefit of the
-  // doubt on a machine shared with other work.
-  std::fprintf(stderr, "iperf3 single stream, 3 x %d s ...\n", o.seconds);
-  double iperf = 0;
-  for (int i = 0; i < 3; ++i) iperf = std::max(iperf, IperfBytesPerSecond(o.seconds));
-
-  double served = 0, naive = 0;
+  // Rounds of (iperf3, serve pull, naive pull), interleaved so that load from other work on the
+  // machine hits all three alike. Reported: the best of each, and the median of the per-round
+  // ratios.
   long anon_base = 0, anon_peak = 0, file_peak = 0, total_peak = 0;
   double concurrent_secs = 0;
   Child server(o.embstore, {"serve", "--store", dir, "--listen", "127.0.0.1:0"}, true);
   const std::string target = server.AwaitLog("listening")["addresses"][0];
-  std::fprintf(stderr, "embstore serve: %d pulls of the table ...\n", o.repeats);
-  served = BestPull(o, target, "embstore serve");
-
-  {
-    Child naive_server("/proc/self/exe", {"--naive-server", path}, true);
-    const std::string naive_target = naive_server.AwaitLog("listening")["addresses"][0];
-    std::fprintf(stderr, "naive copying server: %d pulls ...\n", o.repeats);
-    naive = BestPull(o, naive_target, "naive server");
+  Child naive_server("/proc/self/exe", {"--naive-server", path}, true);
+  const std::string naive_target = naive_server.AwaitLog("listening")["addresses"][0];
+  double iperf = 0, served = 0, naive = 0;
+  std::vector<double> ratio_iperf, ratio_naive;
+  for (int round = 0; round < o.repeats; ++round) {
+    std::fprintf(stderr, "round %d of %d: iperf3 %d s, embstore serve, naive server ...\n",
+                 round + 1, o.repeats, o.seconds);
+    const double i = IperfBytesPerSecond(o.seconds);
+    const double s1 = TimedPull(o, target, "embstore serve", 1000 + round);
+    const double n1 = TimedPull(o, naive_target, "naive server", 1500 + round);
+    iperf = std::max(iperf, i);
+    served = std::max(served, s1);
+    naive = std::max(naive, n1);
+    if (i > 0) ratio_iperf.push_back(s1 / i);
+    ratio_naive.push_back(s1 / n1);
   }
+  naive_server.Stop(SIGTERM);
 
   std::fprintf(stderr, "%d concurrent pulls ...\n", o.clients);
   const Rss before = ReadRss(server.pid());
@@ -632,10 +640,13 @@ int main(int argc, char** argv) {
               table_bytes / (1 << 20));
   std::printf("client verifies checksums  %s\n", o.verify ? "yes" : "no");
   std::printf("iperf3 single stream       %.2f GB/s\n", Gb(iperf));
+  std::printf("rounds                     %d (best of each shown)\n", o.repeats);
   std::printf("embstore serve, 1 client   %.2f GB/s\n", Gb(served));
   std::printf("naive copying server       %.2f GB/s\n", Gb(naive));
-  std::printf("ratio serve / iperf3       %.2f   (target >= 0.70)\n", served / iperf);
-  std::printf("ratio serve / naive        %.2f\n", served / naive);
+  std::printf("ratio serve / iperf3       %.2f best/best, %.2f median of rounds (target >= 0.70)\n",
+              served / iperf, Median(ratio_iperf));
+  std::printf("ratio serve / naive        %.2f best/best, %.2f median of rounds\n", served / naive,
+              Median(ratio_naive));
   std::printf("%d concurrent pulls        %.2f GB/s aggregate, %.1f s\n", o.clients,
               Gb(table_bytes * o.clients / concurrent_secs), concurrent_secs);
   std::printf("server anon RSS growth     %.1f MiB   (target <= 64; base %.1f, peak %.1f MiB)\n",
