@@ -365,6 +365,28 @@ TEST_F(ServerTest, FileTruncatedUnderTheMappingFailsTheStreamNotTheServer) {
   EXPECT_EQ(CheckRowStream(p.chunks, 0, 3000, ExpectedRowBytes(words_, 0, 3000)), "");
 }
 
+TEST_F(ServerTest, StreamOfAFileShrunkUnderItEndsWithDataLoss) {
+  TableSpec big{.rows = 16384, .dim = 512, .dtype = store::DType::kF32, .with_keys = false,
+                .block_rows = 0, .salt = 0};  // 32 MiB of rows, then the checksums
+  ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
+  Start();
+  grpc::ClientContext ctx;
+  auto reader = stub_->StreamRows(&ctx, RowsReq("big", 64 << 10));
+  v1::RowChunk c;
+  ASSERT_TRUE(reader->Read(&c));
+  // Cut only the last page (checksums): the rows already queued stay readable, and the server
+  // notices the shrink before its next chunk.
+  const auto size = std::filesystem::file_size(dir_.File("big.emb"));
+  ASSERT_EQ(::truncate(dir_.File("big.emb").c_str(), static_cast<off_t>(size - 4096)), 0);
+  std::uint64_t rows = c.row_count();
+  while (reader->Read(&c)) rows += c.row_count();
+  grpc::Status st = reader->Finish();
+  EXPECT_LT(rows, big.rows);
+  EXPECT_EQ(st.error_code(), grpc::StatusCode::DATA_LOSS) << st.error_message();
+  EXPECT_NE(st.error_message().find("big.emb"), std::string::npos) << st.error_message();
+  EXPECT_NE(st.error_message().find("shrank"), std::string::npos) << st.error_message();
+}
+
 TEST_F(ServerTest, HealthIsNotServingWhileDrainingAndNewCallsAreUnavailable) {
   Start();
   EXPECT_EQ(testing::HealthStatus(channel_, ""), 1);
