@@ -41,6 +41,7 @@ RunFn RegisterConvert(CLI::App& app);
 RunFn RegisterServe(CLI::App& app);
 RunFn RegisterPull(CLI::App& app);
 RunFn RegisterLs(CLI::App& app);
+RunFn RegisterHealth(CLI::App& app);
 
 }  // namespace embstore::cli
 

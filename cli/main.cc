@@ -34,7 +34,7 @@ int main(int argc, char** argv) {
   const std::vector<std::pair<const char*, RegisterFn>> commands = {
       {"convert", RegisterConvert}, {"inspect", RegisterInspect}, {"verify", RegisterVerify},
       {"export", RegisterExport},   {"serve", RegisterServe},     {"pull", RegisterPull},
-      {"ls", RegisterLs},
+      {"ls", RegisterLs},           {"health", RegisterHealth},
   };
   std::vector<std::pair<CLI::App*, RunFn>> runs;
   for (const auto& [name, reg] : commands) {

@@ -1,0 +1,118 @@
+#include "embstore/client/health.h"
+
+#include <fstream>
+#include <sstream>
+#include <thread>
+
+#include <grpcpp/grpcpp.h>
+
+#include "grpc/health/v1/health.grpc.pb.h"
+#include "grpc_util.h"
+
+namespace embstore::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Result<std::string> ReadFile(const std::string& path, const char* what) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return Status::InvalidArgument(std::string("cannot read TLS ") + what + " '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return ss.str();
+}
+
+// A channel on a connection of its own, with the credentials ConnectOptions asks for.
+Result<std::shared_ptr<grpc::Channel>> OpenChannel(const ConnectOptions& o) {
+  if (o.target.empty()) return Status::InvalidArgument("no server target given");
+  if (o.target.rfind("unix:", 0) != 0 && o.target.find(':') == std::string::npos) {
+    return Status::InvalidArgument("target '" + o.target + "' is neither host:port nor unix:PATH");
+  }
+  grpc::ChannelArguments args;
+  args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+  std::shared_ptr<grpc::ChannelCredentials> creds;
+  if (o.tls.enabled) {
+    grpc::SslCredentialsOptions ssl;
+    if (!o.tls.ca_file.empty()) {
+      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile(o.tls.ca_file, "CA file"));
+    }
+    if (!o.tls.cert_file.empty() || !o.tls.key_file.empty()) {
+      if (o.tls.cert_file.empty() || o.tls.key_file.empty()) {
+        return Status::InvalidArgument("a TLS client certificate needs both a cert and a key file");
+      }
+      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadFile(o.tls.cert_file, "certificate"));
+      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadFile(o.tls.key_file, "key"));
+    }
+    creds = grpc::SslCredentials(ssl);
+    if (!o.tls.server_name.empty()) args.SetSslTargetNameOverride(o.tls.server_name);
+  } else {
+    creds = grpc::InsecureChannelCredentials();
+  }
+  return grpc::CreateCustomChannel(o.target, creds, args);
+}
+
+}  // namespace
+
+std::string_view ServingStatusName(ServingStatus s) {
+  switch (s) {
+    case ServingStatus::kServing: return "SERVING";
+    case ServingStatus::kNotServing: return "NOT_SERVING";
+    case ServingStatus::kServiceUnknown: return "SERVICE_UNKNOWN";
+    case ServingStatus::kUnknown: break;
+  }
+  return "UNKNOWN";
+}
+
+Result<ServingStatus> CheckHealth(const ConnectOptions& options, const std::string& service) {
+  EMBSTORE_ASSIGN_OR_RETURN(auto channel, OpenChannel(options));
+  auto stub = grpc::health::v1::Health::NewStub(channel);
+  grpc::ClientContext ctx;
+  internal::PrepareContext(&ctx, options, std::nullopt, /*unary=*/true);
+  grpc::health::v1::HealthCheckRequest req;
+  req.set_service(service);
+  grpc::health::v1::HealthCheckResponse resp;
+  grpc::Status s = stub->Check(&ctx, req, &resp);
+  if (s.error_code() == grpc::StatusCode::NOT_FOUND) {
+    return Status::NotFound("server '" + options.target + "' has no health status for service '" +
+                            service + "'");
+  }
+  if (s.error_code() == grpc::StatusCode::UNIMPLEMENTED) {
+    return Status::Unimplemented("server '" + options.target +
+                                 "' does not implement grpc.health.v1.Health");
+  }
+  if (!s.ok()) return internal::FromGrpc(s, options.target);
+  switch (resp.status()) {
+    case grpc::health::v1::HealthCheckResponse::SERVING: return ServingStatus::kServing;
+    case grpc::health::v1::HealthCheckResponse::NOT_SERVING: return ServingStatus::kNotServing;
+    case grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN:
+      return ServingStatus::kServiceUnknown;
+    default: return ServingStatus::kUnknown;
+  }
+}
+
+Status WaitUntilServing(const ConnectOptions& options, const std::string& service,
+                        std::chrono::milliseconds timeout, std::chrono::milliseconds interval) {
+  const auto deadline = Clock::now() + timeout;
+  for (;;) {
+    ConnectOptions o = options;
+    // No single check may outlast the overall deadline.
+    auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
+    if (left < o.rpc_timeout) o.rpc_timeout = std::max(left, std::chrono::milliseconds(1));
+    auto st = CheckHealth(o, service);
+    if (st.ok() && *st == ServingStatus::kServing) return Status::OK();
+    if (!st.ok() && (st.status().code() == StatusCode::kInvalidArgument ||
+                     st.status().code() == StatusCode::kUnimplemented)) {
+      return st.status();  // waiting cannot help
+    }
+    if (Clock::now() + interval >= deadline) {
+      if (!st.ok()) return st.status();
+      return Status::Unavailable("server '" + options.target + "' reports " +
+                                 std::string(ServingStatusName(*st)) + " for service '" +
+                                 service + "' after waiting " +
+                                 std::to_string(timeout.count()) + " ms");
+    }
+    std::this_thread::sleep_for(interval);
+  }
+}
+
+}  // namespace embstore::client
