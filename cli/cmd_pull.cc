@@ -1,15 +1,18 @@
 // `embstore pull --from TARGET --table NAME --out OUT.npy|OUT.emb`: downloads a table (or a row
 // range) with parallel verified streams, or copies it from the local file when the server's file
-// is on this host. The output is written atomically.
+// is on this host. The output is written atomically. With --manifest, the table is split by row
+// ranges across several servers (docs/DEPLOY.md, "Sharded tables") and the shards load in parallel.
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstdio>
 #include <cstring>
 
 #include "client_flags.h"
 #include "command.h"
+#include "embstore/client/sharded.h"
 #include "embstore/common/atomic_file.h"
 #include "embstore/store/format.h"
 #include "embstore/store/npy.h"
@@ -22,6 +25,7 @@ namespace {
 struct PullArgs {
   ClientFlags client;
   std::string table;
+  std::string manifest;
   std::string out;
   std::string rows;
   int streams = 0;
@@ -87,12 +91,114 @@ class Buffer {
   std::uint64_t size_ = 0;
 };
 
+// --manifest: the shards of one logical table, loaded in parallel from their servers.
+int PullManifest(const PullArgs& a, bool npy) {
+  auto m = client::ReadShardManifest(a.manifest);
+  if (!m.ok()) return ReportError("pull", m.status());
+  auto opts = ToConnectOptions(a.client);
+  if (!opts.ok()) return ReportError("pull", opts.status());
+  auto t = client::ShardedTable::Open(*m, *opts);
+  if (!t.ok()) return ReportError("pull", t.status());
+  client::ShardedTable& table = **t;
+  std::uint64_t begin, end;
+  Status st = ParseRows(a.rows, m->rows, &begin, &end);
+  if (!st.ok()) return ReportError("pull", st);
+  client::LoadOptions lo;
+  lo.begin_row = begin;
+  lo.end_row = end;
+  lo.streams = a.streams;
+  lo.allow_local = !a.no_local;
+  lo.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  lo.to_f32 = npy && m->dtype == store::DType::kBF16;
+  Progress progress("pull " + m->table);
+  lo.progress = [&](std::uint64_t done, std::uint64_t total) {
+    progress.Update(done, total);
+    return true;
+  };
+  lo.on_event = [&](const client::LoadEvent& e) {
+    if (e.kind == client::LoadEvent::Kind::kLocal) return;
+    progress.Finish();
+    std::fprintf(stderr, "embstore pull: %s\n", e.message.c_str());
+  };
+  auto need = table.OutputBytes(lo);
+  if (!need.ok()) return ReportError("pull", need.status());
+  // For .emb: the block size and whether every shard has keys.
+  std::uint64_t block_rows = 0;
+  bool keys = false;
+  if (!npy) {
+    auto descs = table.DescribeShards();
+    if (!descs.ok()) return ReportError("pull", descs.status());
+    keys = !a.no_keys;
+    for (const auto& d : *descs) {
+      block_rows = std::max(block_rows, d.block_rows);
+      keys = keys && d.has_keys;
+    }
+  }
+
+  auto file = AtomicFile::Create(a.out, a.force);
+  if (!file.ok()) return ReportError("pull", file.status());
+  Result<client::ShardedLoadStats> stats = Status::Internal("not loaded");
+  if (npy) {
+    std::string header = store::NpyHeader(lo.to_f32 || m->dtype == store::DType::kF32 ? "<f4"
+                                                                                      : "<f2",
+                                          end - begin, m->dim);
+    auto buf = Buffer::Map((*file)->fd(), header.size() + *need, (*file)->temp_path());
+    if (!buf.ok()) return ReportError("pull", buf.status());
+    std::memcpy(buf->span().data(), header.data(), header.size());
+    stats = table.Load(buf->span(header.size()), lo);
+    progress.Finish();
+    if (!stats.ok()) return ReportError("pull", stats.status());
+    st = (*file)->Commit();
+    if (!st.ok()) return ReportError("pull", st);
+  } else {
+    auto buf = Buffer::Map(-1, *need, "memory for " + m->table);
+    if (!buf.ok()) return ReportError("pull", buf.status());
+    stats = table.Load(buf->span(), lo);
+    progress.Finish();
+    if (!stats.ok()) return ReportError("pull", stats.status());
+    (*file)->Abort();
+    store::WriterOptions wo;
+    wo.dtype = m->dtype;
+    wo.dim = m->dim;
+    if (block_rows > 0) wo.block_rows = block_rows;
+    wo.overwrite = a.force;
+    wo.with_keys = keys;
+    wo.creator = "embstore " + std::string(store::EmbstoreVersion()) + " pull --manifest " +
+                 a.manifest;
+    auto w = store::TableWriter::Create(a.out, wo);
+    Status ws = w.status();
+    if (ws.ok()) ws = (*w)->AppendRows(buf->span());
+    if (ws.ok() && keys) {
+      auto k = table.Keys(begin, end);
+      ws = k.status();
+      for (std::size_t i = 0; ws.ok() && k.ok() && i < k->size(); ++i) ws = (*w)->AppendKey((*k)[i]);
+    }
+    if (ws.ok()) ws = (*w)->Finish();
+    if (!ws.ok()) return ReportError("pull", ws);
+  }
+  double gbps = stats->seconds > 0 ? stats->bytes / stats->seconds / 1e9 : 0;
+  std::printf("pulled %s rows [%llu, %llu) x %llu %s from %zu of %zu shards: %.1f MB in %.2f s "
+              "(%.2f GB/s), %d resumes, %d retries of unreachable servers, %d refetched chunks "
+              "-> %s\n",
+              m->table.c_str(), static_cast<unsigned long long>(begin),
+              static_cast<unsigned long long>(end), static_cast<unsigned long long>(m->dim),
+              lo.to_f32 ? "F32" : std::string(store::DTypeName(m->dtype)).c_str(),
+              stats->shards.size(), m->shards.size(), stats->bytes / 1e6, stats->seconds, gbps,
+              stats->resumes, stats->unreachable_retries, stats->bad_chunks, a.out.c_str());
+  return kExitOk;
+}
+
 int Pull(const PullArgs& a) {
   const bool npy = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".npy") == 0;
   const bool emb = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".emb") == 0;
   if (!npy && !emb) {
     return ReportError("pull", Status::InvalidArgument("--out '" + a.out +
                                                        "' must end in .npy or .emb"));
+  }
+  if (!a.manifest.empty()) return PullManifest(a, npy);
+  if (a.client.target.empty() || a.table.empty()) {
+    return ReportError("pull", Status::InvalidArgument(
+                                   "give --from TARGET and --table NAME, or --manifest FILE"));
   }
   auto opts = ToConnectOptions(a.client);
   if (!opts.ok()) return ReportError("pull", opts.status());
@@ -193,9 +299,18 @@ int Pull(const PullArgs& a) {
 RunFn RegisterPull(CLI::App& app) {
   auto args = std::make_shared<PullArgs>();
   CLI::App* sub = app.add_subcommand(
-      "pull", "Download a table (or rows of it) from a server into .npy or .emb");
+      "pull", "Download a table (or rows of it) from a server, or from the servers of a sharded "
+              "table's manifest, into .npy or .emb");
   AddClientFlags(sub, &args->client);
-  sub->add_option("--table", args->table, "Table name")->required();
+  CLI::Option* from = sub->get_option("--from");
+  from->required(false);
+  CLI::Option* table = sub->add_option("--table", args->table, "Table name (with --from)");
+  sub->add_option("--manifest", args->manifest,
+                  "Sharded table: JSON manifest of row ranges and their servers "
+                  "(docs/DEPLOY.md); replaces --from and --table")
+      ->check(CLI::ExistingFile)
+      ->excludes(from)
+      ->excludes(table);
   sub->add_option("--out", args->out, "Output file: .npy (BF16 becomes f32) or .emb")->required();
   sub->add_option("--rows", args->rows, "Row range A:B (also A: or :B); default all rows");
   sub->add_option("--streams", args->streams, "Parallel streams (default 4)")
@@ -206,6 +321,9 @@ RunFn RegisterPull(CLI::App& app) {
   sub->add_flag("--no-local", args->no_local,
                 "Always stream, even when the server's file is readable on this host");
   sub->add_flag("--no-keys", args->no_keys, "With .emb output, leave the keys out");
+  sub->footer("Either --from TARGET --table NAME, or --manifest FILE. With a manifest, every "
+              "shard overlapping --rows loads at once (--streams each); the TLS and token flags "
+              "apply to every shard's server.");
   return [args]() { return Pull(*args); };
 }
 
