@@ -49,7 +49,7 @@ class Source:
     """
 
     def __init__(self, kind, location, client=None):
-        self.kind = kind          # "file", "dir" or "server"
+        self.kind = kind          # "file", "dir", "server" or "sharded" (a shard manifest)
         self.location = location
         self._client = client
         self._tables = {}
@@ -64,6 +64,11 @@ class Source:
                 f"source must be a table file, a store directory or a server target, "
                 f"not {type(source).__name__}")
         s = os.fspath(source)
+        if os.path.isfile(s) and s.endswith(".json"):
+            # A shard manifest: one table split by row ranges across servers (docs/DEPLOY.md).
+            table = _native.ShardedTable(s, token or "", tls, tls_ca or "", tls_cert or "",
+                                         tls_key or "", tls_server_name or "", rpc_timeout)
+            return cls("sharded", s, table)
         if os.path.isfile(s):
             return cls("file", s)
         if os.path.isdir(s):
@@ -98,8 +103,17 @@ class Source:
             t = self._tables[path] = _native.Table(path)
         return t
 
+    def _check_sharded_name(self, table):
+        desc = self._client.describe()
+        if table is not None and table != desc["name"]:
+            raise InvalidArgumentError(
+                f"manifest {self.location!r} describes table {desc['name']!r}, not {table!r}")
+        return desc
+
     def describe(self, table=None):
         """{"name", "rows", "dim", "dtype", "has_keys", "metadata", ...} of a table."""
+        if self.kind == "sharded":
+            return self._check_sharded_name(table)
         if self.kind == "server":
             if table is None:
                 raise InvalidArgumentError(f"server {self.location!r} needs a table name")
@@ -111,6 +125,8 @@ class Source:
                 "content_id": t.content_id}
 
     def list_tables(self):
+        if self.kind == "sharded":
+            return [self._client.describe()["name"]]
         if self.kind == "server":
             return [d["name"] for d in self._client.list_tables()]
         if self.kind == "file":
@@ -123,6 +139,9 @@ class Source:
         """Rows [begin, end) into the C-contiguous writable array `out`. From a server, returns
         the load's statistics (bytes, seconds, streams, resumes, local, ...)."""
         out = out.view(np.uint8)  # any dtype (bfloat16 included) crosses as its bytes
+        if self.kind == "sharded":
+            return self._client.load_into(out, begin, end, streams, to_f32, timeout or 0.0,
+                                          local, verify, progress)
         if self.kind == "server":
             return self._client.load_into(table, out, begin, end, streams, to_f32, timeout or 0.0,
                                           local, verify, progress)
@@ -131,14 +150,19 @@ class Source:
 
     def view(self, table=None):
         """Zero-copy read-only view of a local table's matrix in its stored dtype."""
-        if self.kind == "server":
+        if self.kind in ("server", "sharded"):
             raise InvalidArgumentError(
-                f"copy=False needs a local table file; {self.location!r} is a server")
+                f"copy=False needs a local table file; {self.location!r} is a "
+                f"{'server' if self.kind == 'server' else 'shard manifest'}")
         t = self._local(table)
         return t.view().view(numpy_dtype(t.dtype)).reshape(t.rows, t.dim)
 
     def gather(self, table, keys):
         """(positions of the keys found, their rows in the stored dtype, in request order)."""
+        if self.kind == "sharded":
+            raise InvalidArgumentError(
+                f"keys= lookups are not supported through shard manifest {self.location!r}; "
+                "load rows, or look keys up on the shard's server")
         if self.kind == "server":
             rows, missing, data = self._client.lookup_keys(table, list(keys))
             desc = self.describe(table)
@@ -150,6 +174,9 @@ class Source:
         return found, self.view(table)[row_of[found]]
 
     def keys(self, table=None, begin=0, end=None):
+        if self.kind == "sharded":
+            self._check_sharded_name(table)
+            return self._client.keys(begin, end)
         if self.kind == "server":
             return self._client.keys(table, begin, end)
         return self._local(table).keys(begin, end)
@@ -190,7 +217,8 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     """Loads a table (or part of it) into a numpy array.
 
     source: a table file path, a store directory (with `table`), a server target ("host:port" or
-        "unix:PATH", with `table`), or a Source.
+        "unix:PATH", with `table`), a shard manifest (a ".json" file, docs/DEPLOY.md), or a
+        Source.
     rows: (begin, end) or a slice of rows; default all.
     keys: load these keys' rows, in this order, instead of a row range (the trainer's vocabulary
         order). Keys the table lacks are handled by `missing`: "error" raises MissingKeysError,

@@ -8,6 +8,9 @@
 #include <Python.h>
 
 #include <cstring>
+#include <functional>
+#include <map>
+#include <optional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -20,6 +23,7 @@
 #include <nanobind/stl/vector.h>
 
 #include "embstore/client/client.h"
+#include "embstore/client/sharded.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/format.h"
 #include "embstore/store/table.h"
@@ -100,12 +104,14 @@ nb::dict DescToDict(const client::TableDesc& d) {
   return out;
 }
 
-// Runs a load with the GIL released; `progress` (a Python callable or None) and signal checks run
-// on this thread with the GIL held. A pending KeyboardInterrupt cancels the load and is re-raised.
-client::LoadStats RunLoad(client::Client& c, const std::string& table, std::span<std::byte> out,
-                          client::LoadOptions o, nb::object progress) {
-  bool interrupted = false;
-  o.progress = [&](std::uint64_t done, std::uint64_t total) {
+// The progress callback of a load: takes the GIL, checks for signals and calls `progress` (a
+// Python callable or None). Sets *interrupted when a signal or a Python error stops the load.
+// `progress` is held by handle, so copies of the callback (made on threads without the GIL) touch
+// no reference counts; the caller keeps it alive for the load.
+std::function<bool(std::uint64_t, std::uint64_t)> ProgressCallback(bool* interrupted_out,
+                                                                   nb::handle progress) {
+  return [interrupted_out, progress](std::uint64_t done, std::uint64_t total) {
+    bool& interrupted = *interrupted_out;
     nb::gil_scoped_acquire gil;
     if (PyErr_CheckSignals() != 0) {
       interrupted = true;
@@ -123,6 +129,14 @@ client::LoadStats RunLoad(client::Client& c, const std::string& table, std::span
     }
     return true;
   };
+}
+
+// Runs a load with the GIL released; `progress` (a Python callable or None) and signal checks run
+// on this thread with the GIL held. A pending KeyboardInterrupt cancels the load and is re-raised.
+client::LoadStats RunLoad(client::Client& c, const std::string& table, std::span<std::byte> out,
+                          client::LoadOptions o, nb::object progress) {
+  bool interrupted = false;
+  o.progress = ProgressCallback(&interrupted, progress);
   std::optional<Result<client::LoadStats>> r;
   {
     nb::gil_scoped_release nogil;
@@ -210,6 +224,102 @@ class PyClient {
   }
 
   std::unique_ptr<client::Client> client_;
+};
+
+client::ConnectOptions MakeConnectOptions(const std::string& target, const std::string& token,
+                                          bool tls, const std::string& ca,
+                                          const std::string& cert, const std::string& key,
+                                          const std::string& server_name, double rpc_timeout) {
+  client::ConnectOptions o;
+  o.target = target;
+  o.token = token;
+  o.tls.enabled = tls || !ca.empty() || !cert.empty();
+  o.tls.ca_file = ca;
+  o.tls.cert_file = cert;
+  o.tls.key_file = key;
+  o.tls.server_name = server_name;
+  o.rpc_timeout = std::chrono::milliseconds(static_cast<long long>(rpc_timeout * 1000));
+  return o;
+}
+
+// A table split by row ranges across servers, read through its manifest (docs/DEPLOY.md).
+class PyShardedTable {
+ public:
+  PyShardedTable(const std::string& manifest, const std::string& token, bool tls,
+                 const std::string& ca, const std::string& cert, const std::string& key,
+                 const std::string& server_name, double rpc_timeout) {
+    auto o = MakeConnectOptions("", token, tls, ca, cert, key, server_name, rpc_timeout);
+    auto m = Unwrap(client::ReadShardManifest(manifest));
+    table_ = Unwrap(client::ShardedTable::Open(std::move(m), o));
+  }
+
+  // The logical table, as Client.describe() has it; asks every shard's server and checks it
+  // against the manifest. has_keys when every shard has keys.
+  nb::dict Describe() {
+    auto descs = WithoutGil([&] { return table_->DescribeShards(); });
+    const auto& m = table_->manifest();
+    nb::dict out;
+    out["name"] = m.table;
+    out["rows"] = m.rows;
+    out["dim"] = m.dim;
+    out["dtype"] = std::string(store::DTypeName(m.dtype));
+    out["row_bytes"] = m.dim * store::DTypeSize(m.dtype);
+    bool keys = !descs.empty();
+    for (const auto& d : descs) keys = keys && d.has_keys;
+    out["has_keys"] = keys;
+    out["metadata"] = std::map<std::string, std::string>();
+    out["manifest"] = m.origin;
+    out["shards"] = m.shards.size();
+    return out;
+  }
+
+  nb::dict LoadInto(OutArray out, std::uint64_t begin, std::optional<std::uint64_t> end,
+                    int streams, bool to_f32, double timeout, bool allow_local, bool verify,
+                    nb::object progress) {
+    client::LoadOptions o;
+    o.begin_row = begin;
+    o.end_row = end;
+    o.streams = streams;
+    o.to_f32 = to_f32;
+    o.allow_local = allow_local;
+    o.verify = verify;
+    o.timeout = std::chrono::milliseconds(static_cast<long long>(timeout * 1000));
+    bool interrupted = false;
+    o.progress = ProgressCallback(&interrupted, progress);
+    std::span<std::byte> bytes = Bytes(out);
+    std::optional<Result<client::ShardedLoadStats>> r;
+    {
+      nb::gil_scoped_release nogil;
+      r.emplace(table_->Load(bytes, o));
+    }
+    if (interrupted && PyErr_Occurred()) throw nb::python_error();
+    client::ShardedLoadStats s = Unwrap(std::move(*r));
+    nb::dict d;
+    d["rows"] = s.rows;
+    d["bytes"] = s.bytes;
+    d["wire_bytes"] = s.wire_bytes;
+    d["seconds"] = s.seconds;
+    d["resumes"] = s.resumes;
+    d["bad_chunks"] = s.bad_chunks;
+    d["unreachable_retries"] = s.unreachable_retries;
+    std::vector<nb::dict> shards;
+    for (const auto& sh : s.shards) {
+      nb::dict x = StatsToDict(sh.stats);
+      x["shard"] = sh.shard;
+      x["begin"] = sh.begin;
+      x["end"] = sh.end;
+      shards.push_back(x);
+    }
+    d["shards"] = shards;
+    return d;
+  }
+
+  std::vector<std::string> Keys(std::uint64_t begin, std::optional<std::uint64_t> end) {
+    return WithoutGil([&] { return table_->Keys(begin, end); });
+  }
+
+ private:
+  std::unique_ptr<client::ShardedTable> table_;
 };
 
 // A local table file, mapped read-only.
@@ -312,6 +422,7 @@ class PyTable {
 
 NB_MODULE(_native, m) {
   using embstore::python::PyClient;
+  using embstore::python::PyShardedTable;
   using embstore::python::PyTable;
   m.doc() = "Native core of the embstore package (embstore::client and embstore::store).";
   m.attr("__version__") = std::string(embstore::store::EmbstoreVersion());
@@ -331,6 +442,17 @@ NB_MODULE(_native, m) {
       .def("lookup_keys", &PyClient::LookupKeys, "table"_a, "keys"_a)
       .def("lookup_rows", &PyClient::LookupRows, "table"_a, "rows"_a)
       .def("keys", &PyClient::Keys, "table"_a, "begin"_a = 0, "end"_a = nb::none());
+
+  nb::class_<PyShardedTable>(m, "ShardedTable")
+      .def(nb::init<const std::string&, const std::string&, bool, const std::string&,
+                    const std::string&, const std::string&, const std::string&, double>(),
+           "manifest"_a, "token"_a = "", "tls"_a = false, "tls_ca"_a = "", "tls_cert"_a = "",
+           "tls_key"_a = "", "tls_server_name"_a = "", "rpc_timeout"_a = 30.0)
+      .def("describe", &PyShardedTable::Describe)
+      .def("load_into", &PyShardedTable::LoadInto, "out"_a, "begin"_a = 0, "end"_a = nb::none(),
+           "streams"_a = 0, "to_f32"_a = false, "timeout"_a = 0.0, "allow_local"_a = true,
+           "verify"_a = true, "progress"_a = nb::none())
+      .def("keys", &PyShardedTable::Keys, "begin"_a = 0, "end"_a = nb::none());
 
   nb::class_<PyTable>(m, "Table")
       .def(nb::init<const std::string&>(), "path"_a)
