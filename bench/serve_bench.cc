@@ -526,6 +526,47 @@ double Median(std::vector<double> v) {
 
 double Gb(double bytes_per_s) { return bytes_per_s / 1e9; }
 
+// `clients` whole-table pulls at once from the server at `target` (process `pid`), sampling its
+// RSS. Anonymous (+shmem) memory is what the server allocates; file-backed is the mapping.
+struct Concurrent {
+  double seconds = 0;
+  long anon_base_kb = 0, anon_peak_kb = 0, file_peak_kb = 0, total_peak_kb = 0;
+};
+Concurrent PullConcurrently(const Options& o, const std::string& target, pid_t pid) {
+  Concurrent c;
+  const Rss before = ReadRss(pid);
+  c.anon_base_kb = c.anon_peak_kb = before.anon_kb + before.shmem_kb;
+  std::atomic<bool> sampling{true};
+  std::thread sampler([&] {
+    while (sampling.load()) {
+      Rss r = ReadRss(pid);
+      c.anon_peak_kb = std::max(c.anon_peak_kb, r.anon_kb + r.shmem_kb);
+      c.file_peak_kb = std::max(c.file_peak_kb, r.file_kb);
+      c.total_peak_kb = std::max(c.total_peak_kb, r.total_kb);
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    }
+  });
+  std::vector<std::thread> pullers;
+  std::atomic<int> failures{0};
+  const auto t0 = Clock::now();
+  for (int i = 0; i < o.clients; ++i) {
+    pullers.emplace_back([&, i] {
+      PullResult r = Pull(target, "bench", o.chunk_bytes, o.verify, 2000 + i);
+      if (!r.ok || r.rows != o.rows) failures.fetch_add(1);
+    });
+  }
+  for (auto& t : pullers) t.join();
+  c.seconds = std::chrono::duration<double>(Clock::now() - t0).count();
+  sampling.store(false);
+  sampler.join();
+  if (failures.load() > 0) {
+    std::fprintf(stderr, "serve_bench: %d concurrent pulls from %s failed\n", failures.load(),
+                 target.c_str());
+    std::exit(1);
+  }
+  return c;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -579,8 +620,6 @@ int main(int argc, char** argv) {
   // Rounds of (iperf3, serve pull, naive pull), interleaved so that load from other work on the
   // machine hits all three alike. Reported: the best of each, and the median of the per-round
   // ratios.
-  long anon_base = 0, anon_peak = 0, file_peak = 0, total_peak = 0;
-  double concurrent_secs = 0;
   Child server(o.embstore, {"serve", "--store", dir, "--listen", "127.0.0.1:0"}, true);
   const std::string target = server.AwaitLog("listening")["addresses"][0];
   Child naive_server("/proc/self/exe", {"--naive-server", path}, true);
@@ -599,42 +638,13 @@ int main(int argc, char** argv) {
     if (i > 0) ratio_iperf.push_back(s1 / i);
     ratio_naive.push_back(s1 / n1);
   }
+  std::fprintf(stderr, "%d concurrent pulls from each server ...\n", o.clients);
+  const Concurrent zc = PullConcurrently(o, target, server.pid());
+  const Concurrent nv = PullConcurrently(o, naive_target, naive_server.pid());
   naive_server.Stop(SIGTERM);
-
-  std::fprintf(stderr, "%d concurrent pulls ...\n", o.clients);
-  const Rss before = ReadRss(server.pid());
-  anon_base = before.anon_kb + before.shmem_kb;
-  std::atomic<bool> sampling{true};
-  std::thread sampler([&] {
-    while (sampling.load()) {
-      Rss r = ReadRss(server.pid());
-      anon_peak = std::max(anon_peak, r.anon_kb + r.shmem_kb);
-      file_peak = std::max(file_peak, r.file_kb);
-      total_peak = std::max(total_peak, r.total_kb);
-      std::this_thread::sleep_for(std::chrono::milliseconds(20));
-    }
-  });
-  std::vector<std::thread> pullers;
-  std::atomic<int> failures{0};
-  const auto t0 = Clock::now();
-  for (int i = 0; i < o.clients; ++i) {
-    pullers.emplace_back([&, i] {
-      PullResult r = Pull(target, "bench", o.chunk_bytes, o.verify, 2000 + i);
-      if (!r.ok || r.rows != o.rows) failures.fetch_add(1);
-    });
-  }
-  for (auto& t : pullers) t.join();
-  concurrent_secs = std::chrono::duration<double>(Clock::now() - t0).count();
-  sampling.store(false);
-  sampler.join();
-  if (failures.load() > 0) {
-    std::fprintf(stderr, "serve_bench: %d concurrent pulls failed\n", failures.load());
-    return 1;
-  }
   server.Stop(SIGTERM);
   if (o.keep.empty()) std::filesystem::remove_all(dir);
 
-  const double growth_mib = (anon_peak - anon_base) / 1024.0;
   std::printf("table                      %llu x %llu f32, %.1f MiB\n",
               static_cast<unsigned long long>(o.rows), static_cast<unsigned long long>(o.dim),
               table_bytes / (1 << 20));
@@ -647,12 +657,15 @@ int main(int argc, char** argv) {
               served / iperf, Median(ratio_iperf));
   std::printf("ratio serve / naive        %.2f best/best, %.2f median of rounds\n", served / naive,
               Median(ratio_naive));
-  std::printf("%d concurrent pulls        %.2f GB/s aggregate, %.1f s\n", o.clients,
-              Gb(table_bytes * o.clients / concurrent_secs), concurrent_secs);
+  std::printf("%d concurrent pulls        serve %.2f GB/s, naive %.2f GB/s aggregate\n", o.clients,
+              Gb(table_bytes * o.clients / zc.seconds), Gb(table_bytes * o.clients / nv.seconds));
   std::printf("server anon RSS growth     %.1f MiB   (target <= 64; base %.1f, peak %.1f MiB)\n",
-              growth_mib, anon_base / 1024.0, anon_peak / 1024.0);
+              (zc.anon_peak_kb - zc.anon_base_kb) / 1024.0, zc.anon_base_kb / 1024.0,
+              zc.anon_peak_kb / 1024.0);
+  std::printf("naive server anon growth   %.1f MiB\n",
+              (nv.anon_peak_kb - nv.anon_base_kb) / 1024.0);
   std::printf("server file-backed RSS     %.1f MiB peak (the mapped table pages)\n",
-              file_peak / 1024.0);
-  std::printf("server total RSS           %.1f MiB peak\n", total_peak / 1024.0);
+              zc.file_peak_kb / 1024.0);
+  std::printf("server total RSS           %.1f MiB peak\n", zc.total_peak_kb / 1024.0);
   return 0;
 }
