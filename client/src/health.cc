@@ -16,7 +16,9 @@ using Clock = std::chrono::steady_clock;
 
 Result<std::string> ReadFile(const std::string& path, const char* what) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::InvalidArgument(std::string("cannot read TLS ") + what + " '" + path + "'");
+  if (!f) {
+    return Status::InvalidArgument(std::string("cannot read TLS ") + what + " '" + path + "'");
+  }
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();

@@ -10,12 +10,39 @@
 #include "embstore/client/client.h"
 #include "embstore/store/checksum.h"
 #include "embstore/v1/embstore.grpc.pb.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include "chunk_reader.h"
 #include "grpc_util.h"
 
 namespace embstore::client {
 
 namespace v1 = ::embstore::v1;
 using Clock = std::chrono::steady_clock;
+
+// Verifies one request's rows as they arrive (PROTOCOL.md, "Verifying a chunk"): every block the
+// request holds entirely against its stored checksum, hashed across chunks when it arrives in
+// pieces; the cut blocks at the ends of an unaligned request by the chunk's payload checksum.
+// Tracks the row up to which everything received is verified, where a retry resumes.
+class StreamVerifier {
+ public:
+  StreamVerifier(const TableDesc& desc, std::uint64_t begin, std::uint64_t end);
+  ~StreamVerifier();
+  StreamVerifier(const StreamVerifier&) = delete;
+  StreamVerifier& operator=(const StreamVerifier&) = delete;
+
+  // Adds a chunk (header already checked) whose raw bytes are `payload`; returns the row up to
+  // which the request's rows are now verified, or Corruption.
+  Result<std::uint64_t> Add(const internal::RawChunk& c, std::span<const std::byte> payload);
+
+ private:
+  const TableDesc& desc_;
+  std::uint64_t begin_, end_;
+  std::uint64_t verified_;
+  XXH3_state_t* state_;
+};
 
 // One Load() call. Workers each own a contiguous, block-aligned part of the range and write only
 // their part of the buffer, so they share nothing but counters and the first error.
@@ -33,8 +60,13 @@ class Loader {
 
   Result<LoadStats> RunLocal(const store::Table& table);
   Status Stream(int index, Part part);
-  Status VerifyChunk(const v1::RowChunk& c) const;
+  // Checks a chunk's header against the table: sizes, version, checksum block numbering.
+  Status CheckChunk(const internal::RawChunk& c) const;
+  // Copies (or converts) verified rows to their place in the caller's buffer.
   void Place(std::uint64_t first_row, std::span<const std::byte> payload);
+  // Where a chunk's raw bytes land before verification: their final place in the caller's
+  // buffer when no conversion follows, else `scratch`.
+  std::span<std::byte> Landing(const internal::RawChunk& c, std::vector<std::byte>* scratch);
   void Fail(Status st);
   bool SleepBackoff(int attempt);  // false when cancelled or past the deadline
   std::optional<Clock::time_point> deadline() const { return deadline_; }
@@ -85,26 +117,30 @@ void Loader::Place(std::uint64_t first_row, std::span<const std::byte> payload) 
   if (o_.to_f32 && desc_.dtype != store::DType::kF32) {
     auto* dst = reinterpret_cast<float*>(out_.data() + (first_row - begin_) * desc_.dim * 4);
     store::ConvertToF32(desc_.dtype, payload, std::span<float>(dst, rows * desc_.dim));
-    done_bytes_ += rows * desc_.dim * 4;
   } else {
     std::memcpy(out_.data() + (first_row - begin_) * desc_.row_bytes, payload.data(),
                 payload.size());
-    done_bytes_ += payload.size();
   }
 }
 
 Result<LoadStats> Loader::RunLocal(const store::Table& table) {
   LoadStats stats;
   auto start = Clock::now();
-  const std::uint64_t step = std::max<std::uint64_t>(1, (16u << 20) / desc_.row_bytes);
-  for (std::uint64_t r = begin_; r < end_; r += step) {
+  // Pieces of about 16 MiB that end on checksum block boundaries, so no block is hashed twice.
+  const std::uint64_t br = desc_.block_rows;
+  const std::uint64_t step =
+      std::max<std::uint64_t>(1, (16u << 20) / (desc_.row_bytes * br)) * br;
+  const std::uint64_t out_row_bytes = o_.to_f32 ? desc_.dim * 4 : desc_.row_bytes;
+  for (std::uint64_t r = begin_; r < end_;) {
     if (cancel_.cancelled() || (o_.cancel && o_.cancel->cancelled())) {
       return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
     }
-    std::uint64_t e = std::min(end_, r + step);
+    std::uint64_t e = std::min(end_, (r / br) * br + step);
     if (o_.verify) EMBSTORE_RETURN_NOT_OK(table.VerifyRows(r, e));
     EMBSTORE_ASSIGN_OR_RETURN(auto bytes, table.RowBytes(r, e));
     Place(r, bytes);
+    done_bytes_ += (e - r) * out_row_bytes;
+    r = e;
     if (o_.progress && !o_.progress(done_bytes_.load(), out_.size())) {
       return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
     }
@@ -118,52 +154,81 @@ Result<LoadStats> Loader::RunLocal(const store::Table& table) {
   return stats;
 }
 
-Status Loader::VerifyChunk(const v1::RowChunk& c) const {
-  const std::uint64_t f = c.first_row();
-  const std::uint64_t n = c.row_count();
-  const std::uint64_t br = desc_.block_rows;
-  const std::string& payload = c.payload();
+Status Loader::CheckChunk(const internal::RawChunk& c) const {
+  const std::uint64_t f = c.first_row;
+  const std::uint64_t n = c.row_count;
   auto where = [&] {
     return "table '" + desc_.name + "' rows [" + std::to_string(f) + ", " +
            std::to_string(f + n) + ")";
   };
-  if (payload.size() != n * desc_.row_bytes) {
-    return Status::Corruption(where() + ": chunk carries " + std::to_string(payload.size()) +
+  if (c.payload_size != n * desc_.row_bytes) {
+    return Status::Corruption(where() + ": chunk carries " + std::to_string(c.payload_size) +
                               " bytes, expected " + std::to_string(n * desc_.row_bytes));
   }
-  if (c.content_id() != desc_.content_id) {
+  if (c.content_id != desc_.content_id) {
     return Status::FailedPrecondition(where() + ": server switched table version mid-stream");
   }
-  const std::uint64_t first_block = f / br;
-  const std::uint64_t last_block = (f + n - 1) / br;
-  if (c.first_block() != first_block ||
-      static_cast<std::uint64_t>(c.block_checksums_size()) != last_block - first_block + 1) {
+  const std::uint64_t first_block = f / desc_.block_rows;
+  const std::uint64_t last_block = (f + n - 1) / desc_.block_rows;
+  if (c.first_block != first_block || c.block_checksums.size() != last_block - first_block + 1) {
     return Status::Corruption(where() + ": chunk names the wrong checksum blocks");
   }
-  const auto* bytes = reinterpret_cast<const std::byte*>(payload.data());
-  bool partial = false;
-  for (std::uint64_t b = first_block; b <= last_block; ++b) {
-    std::uint64_t bs = b * br;
-    std::uint64_t be = std::min(bs + br, desc_.rows);
-    if (bs < f || be > f + n) {
-      partial = true;
-      continue;
-    }
-    std::span<const std::byte> block(bytes + (bs - f) * desc_.row_bytes,
-                                     (be - bs) * desc_.row_bytes);
-    if (store::Checksum64(block) != c.block_checksums(static_cast<int>(b - first_block))) {
-      return Status::Corruption("table '" + desc_.name + "': block " + std::to_string(b) +
-                                " (rows [" + std::to_string(bs) + ", " + std::to_string(be) +
-                                ")) does not match its checksum");
-    }
-  }
-  if (partial) {
-    std::span<const std::byte> all(bytes, payload.size());
-    if (!c.has_payload_checksum() || store::Checksum64(all) != c.payload_checksum()) {
-      return Status::Corruption(where() + ": chunk does not match its payload checksum");
-    }
-  }
   return Status::OK();
+}
+
+StreamVerifier::StreamVerifier(const TableDesc& desc, std::uint64_t begin, std::uint64_t end)
+    : desc_(desc), begin_(begin), end_(end), verified_(begin), state_(XXH3_createState()) {}
+
+StreamVerifier::~StreamVerifier() { XXH3_freeState(state_); }
+
+Result<std::uint64_t> StreamVerifier::Add(const internal::RawChunk& c,
+                                          std::span<const std::byte> payload) {
+  const std::uint64_t br = desc_.block_rows;
+  const std::uint64_t stop = c.first_row + c.row_count;
+  std::optional<bool> payload_ok;  // computed once, if a cut block needs it
+  for (std::uint64_t row = c.first_row; row < stop;) {
+    const std::uint64_t b = row / br;
+    const std::uint64_t bs = b * br;
+    const std::uint64_t be = std::min(bs + br, desc_.rows);
+    const std::uint64_t pe = std::min(stop, be);
+    auto piece = payload.subspan((row - c.first_row) * desc_.row_bytes,
+                                 (pe - row) * desc_.row_bytes);
+    if (bs < begin_ || be > end_) {
+      // A cut block: the request never holds all of it, so the chunk's payload checksum (of
+      // the transfer) is all there is to check.
+      if (!payload_ok) {
+        payload_ok = c.payload_checksum && store::Checksum64(payload) == *c.payload_checksum;
+      }
+      if (!*payload_ok) {
+        return Status::Corruption("table '" + desc_.name + "' rows [" +
+                                  std::to_string(c.first_row) + ", " + std::to_string(stop) +
+                                  "): chunk does not match its payload checksum");
+      }
+      if (verified_ == row) verified_ = pe;
+    } else {
+      if (row == bs) XXH3_64bits_reset(state_);
+      XXH3_64bits_update(state_, piece.data(), piece.size());
+      if (pe == be) {
+        if (XXH3_64bits_digest(state_) != c.block_checksums[b - c.first_block]) {
+          return Status::Corruption("table '" + desc_.name + "': block " + std::to_string(b) +
+                                    " (rows [" + std::to_string(bs) + ", " + std::to_string(be) +
+                                    ")) does not match its checksum");
+        }
+        if (verified_ == bs || verified_ < bs) verified_ = be;
+      }
+    }
+    row = pe;
+  }
+  return verified_;
+}
+
+std::span<std::byte> Loader::Landing(const internal::RawChunk& c,
+                                     std::vector<std::byte>* scratch) {
+  if (o_.to_f32 && desc_.dtype != store::DType::kF32) {
+    scratch->resize(c.payload_size);
+    return *scratch;
+  }
+  return out_.subspan((c.first_row - begin_) * desc_.row_bytes, c.payload_size);
 }
 
 bool Loader::SleepBackoff(int attempt) {
@@ -178,21 +243,23 @@ bool Loader::SleepBackoff(int attempt) {
 
 Status Loader::Stream(int index, Part part) {
   auto channel = client_.impl_->NewChannel(client_.options_.target);
-  auto stub = v1::EmbStore::NewStub(channel);
-  std::uint64_t next = part.begin;
-  int attempt = 0;          // consecutive failures without progress
-  Status last;              // why the last attempt failed
+  auto stub = std::make_unique<grpc::GenericStub>(channel);
+  std::vector<std::byte> scratch;
+  const std::uint64_t out_row_bytes = o_.to_f32 ? desc_.dim * 4 : desc_.row_bytes;
+  std::uint64_t verified = part.begin;  // rows before this are verified and in place
+  int attempt = 0;                      // consecutive failures without progress
+  Status last;                          // why the last attempt failed
   bool first_attempt = true;
-  while (next < part.end) {
+  while (verified < part.end) {
     if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
     if (!first_attempt) {
       // A fresh connection: gRPC's own reconnect backoff on the old channel (a second or more)
       // would otherwise override ours.
       channel = client_.impl_->NewChannel(client_.options_.target);
-      stub = v1::EmbStore::NewStub(channel);
+      stub = std::make_unique<grpc::GenericStub>(channel);
       ++resumes_;
       std::lock_guard<std::mutex> lock(mu_);
-      events_.push_back({LoadEvent::Kind::kResume, index, next, last.message()});
+      events_.push_back({LoadEvent::Kind::kResume, index, verified, last.message()});
     }
     first_attempt = false;
 
@@ -203,47 +270,69 @@ Status Loader::Stream(int index, Part part) {
       if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
       cancel_.contexts_.insert(&ctx);
     }
+    // Resume where verification ended: a block that was arriving in pieces is fetched whole
+    // again, so it can still be checked against its stored checksum.
     v1::StreamRowsRequest req;
     req.set_table(desc_.name);
-    req.set_begin_row(next);
+    req.set_begin_row(verified);
     req.set_end_row(part.end);
     req.set_chunk_bytes(o_.chunk_bytes);
     req.set_expected_content_id(desc_.content_id);
-    auto reader = stub->StreamRows(&ctx, req);
-    v1::RowChunk chunk;
-    bool progressed = false;
+    StreamVerifier verifier(desc_, verified, part.end);
+    std::uint64_t next = verified;  // the row the next chunk must start at
+    grpc::Status s;
     Status chunk_error;
-    while (reader->Read(&chunk)) {
-      wire_bytes_ += chunk.payload().size();
-      if (o_.cancel && o_.cancel->cancelled()) {
-        Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
-        break;
+    {
+      internal::RowStreamCall call(stub.get(), &ctx, req);
+      internal::RawChunk chunk;
+      std::string decode_error;
+      while (call.Read(&chunk, &decode_error)) {
+        wire_bytes_ += chunk.payload_size;
+        if (o_.cancel && o_.cancel->cancelled()) {
+          Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
+          break;
+        }
+        if (chunk.first_row != next || chunk.row_count == 0 ||
+            chunk.row_count > part.end - next) {
+          chunk_error = Status::Corruption(
+              "table '" + desc_.name + "': server sent rows from " +
+              std::to_string(chunk.first_row) + " (" + std::to_string(chunk.row_count) +
+              " rows) where row " + std::to_string(next) + " was due");
+          break;
+        }
+        chunk_error = CheckChunk(chunk);
+        if (!chunk_error.ok()) break;
+        // One copy, from gRPC's receive buffers to where the rows belong, then verified there.
+        // Rows that fail verification are overwritten by the refetch, or the load fails.
+        std::span<std::byte> landing = Landing(chunk, &scratch);
+        chunk.CopyPayload(landing.data());
+        auto now_verified = verifier.Add(chunk, landing);
+        if (!now_verified.ok()) {
+          chunk_error = now_verified.status();
+          break;
+        }
+        if (landing.data() == scratch.data()) Place(next, landing);
+        next += chunk.row_count;
+        if (*now_verified > verified) {
+          done_bytes_ += (*now_verified - verified) * out_row_bytes;
+          verified = *now_verified;
+          attempt = 0;
+        }
+        if (o_.after_chunk) o_.after_chunk(index, chunk.first_row);
       }
-      if (chunk.first_row() != next || chunk.row_count() == 0 ||
-          chunk.row_count() > part.end - next) {
-        chunk_error = Status::Corruption(
-            "table '" + desc_.name + "': server sent rows from " +
-            std::to_string(chunk.first_row()) + " (" + std::to_string(chunk.row_count()) +
-            " rows) where row " + std::to_string(next) + " was due");
-        break;
+      if (!decode_error.empty() && chunk_error.ok()) {
+        chunk_error = Status::Corruption("table '" + desc_.name + "' from '" +
+                                         client_.options_.target + "': " + decode_error);
       }
-      chunk_error = VerifyChunk(chunk);
-      if (!chunk_error.ok()) break;
-      Place(next, std::as_bytes(std::span<const char>(chunk.payload())));
-      next += chunk.row_count();
-      progressed = true;
-      attempt = 0;
-      if (o_.after_chunk) o_.after_chunk(index, chunk.first_row());
+      if (!chunk_error.ok()) ctx.TryCancel();
+      s = call.Finish();
     }
-    if (!chunk_error.ok()) ctx.TryCancel();
-    grpc::Status s = reader->Finish();
     {
       std::lock_guard<std::mutex> lock(cancel_.mu_);
       cancel_.contexts_.erase(&ctx);
     }
-    if (next >= part.end && chunk_error.ok()) return Status::OK();
+    if (verified >= part.end && chunk_error.ok()) return Status::OK();
     if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
-    (void)progressed;
 
     if (!chunk_error.ok()) {
       if (chunk_error.code() == StatusCode::kFailedPrecondition) return chunk_error;
@@ -264,23 +353,24 @@ Status Loader::Stream(int index, Part part) {
     } else if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
       return Status::DeadlineExceeded("load of table '" + desc_.name + "' from '" +
                                       client_.options_.target + "' passed its deadline at row " +
-                                      std::to_string(next));
+                                      std::to_string(verified));
     } else if (!internal::Transient(s.error_code())) {
       return internal::FromGrpc(s, client_.options_.target);
     } else {
       last = internal::FromGrpc(s, client_.options_.target);
     }
     if (++attempt >= o_.max_attempts) {
-      Status st(last.code() == StatusCode::kCorruption ? StatusCode::kCorruption
-                                                        : StatusCode::kUnavailable,
-                "load of table '" + desc_.name + "' gave up at row " + std::to_string(next) +
-                    " after " + std::to_string(attempt) + " failed attempts: " + last.message());
-      return st;
+      return Status(last.code() == StatusCode::kCorruption ? StatusCode::kCorruption
+                                                            : StatusCode::kUnavailable,
+                    "load of table '" + desc_.name + "' gave up at row " +
+                        std::to_string(verified) + " after " + std::to_string(attempt) +
+                        " failed attempts: " + last.message());
     }
     if (!SleepBackoff(attempt)) {
       if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
-      return Status::DeadlineExceeded("load of table '" + desc_.name + "' passed its deadline at row " +
-                                      std::to_string(next) + "; last error: " + last.message());
+      return Status::DeadlineExceeded("load of table '" + desc_.name +
+                                      "' passed its deadline at row " + std::to_string(verified) +
+                                      "; last error: " + last.message());
     }
   }
   return Status::OK();

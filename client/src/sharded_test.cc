@@ -159,7 +159,9 @@ class ShardedTest : public ::testing::Test {
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     const std::uint64_t b = kBounds[i], e = kBounds[i + 1];
     ASSERT_TRUE((*w)->AppendRowsF32({values_.data() + b * kDim, (e - b) * kDim}).ok());
-    for (std::uint64_t r = b; r < e; ++r) ASSERT_TRUE((*w)->AppendKey("k" + std::to_string(r)).ok());
+    for (std::uint64_t r = b; r < e; ++r) {
+      ASSERT_TRUE((*w)->AppendKey("k" + std::to_string(r)).ok());
+    }
     ASSERT_TRUE((*w)->Finish().ok());
   }
 
