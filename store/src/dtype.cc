@@ -1,5 +1,7 @@
 #include "embstore/store/dtype.h"
 
+#include <cpuid.h>
+
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -26,14 +28,32 @@ const DTypeKernels& ScalarKernels() {
 
 namespace {
 
+// F16C through CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
+bool HasF16c() {
+  unsigned eax, ebx, ecx, edx;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
+}
+
+}  // namespace
+
+bool CpuRunsAvx2Kernels() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") && HasF16c() && __builtin_cpu_supports("fma");
+}
+
+bool CpuRunsAvx512Kernels() {
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+}
+
+namespace {
+
 const DTypeKernels& Choose() {
   const char* forced = std::getenv("EMBSTORE_FORCE_KERNEL");
   std::string want = forced ? forced : "";
-  __builtin_cpu_init();
-  bool has_avx512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                    __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-  bool has_avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-                  __builtin_cpu_supports("fma");
+  const bool has_avx512 = CpuRunsAvx512Kernels();
+  const bool has_avx2 = CpuRunsAvx2Kernels();
   if (want == "scalar") return ScalarKernels();
   if (want == "avx2" && has_avx2) return Avx2Kernels();
   if (want == "avx512" && has_avx512) return Avx512Kernels();

@@ -24,6 +24,10 @@ const DTypeKernels& ScalarKernels();
 const DTypeKernels& Avx2Kernels();    // requires AVX2 + F16C + FMA
 const DTypeKernels& Avx512Kernels();  // requires AVX-512 F/BW/VL/DQ
 
+// Whether this CPU can run those kernels.
+bool CpuRunsAvx2Kernels();
+bool CpuRunsAvx512Kernels();
+
 // The kernels dtype.cc dispatches to (chosen once; EMBSTORE_FORCE_KERNEL overrides).
 const DTypeKernels& ActiveKernels();
 

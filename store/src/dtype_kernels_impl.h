@@ -85,8 +85,10 @@ inline std::uint16_t FloatToHalf(float f) {
 
 // GCC 12's AVX-512 conversion intrinsics trip -Wmaybe-uninitialized on an internal temporary of
 // avx512fintrin.h (a false positive); silence it for these two loops only.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 inline void F16ToF32(const std::uint16_t* src, float* dst, std::size_t n) {
   std::size_t i = 0;
@@ -120,6 +122,8 @@ inline void F32ToF16(const float* src, std::uint16_t* dst, std::size_t n) {
   for (; i < n; ++i) dst[i] = FloatToHalf(src[i]);
 }
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 }  // namespace embstore::store::kernels::EMBSTORE_KERNEL_NS

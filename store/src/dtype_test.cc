@@ -28,15 +28,8 @@ float FromBits(std::uint32_t u) {
 
 std::vector<const DTypeKernels*> SimdKernels() {
   std::vector<const DTypeKernels*> out;
-  __builtin_cpu_init();
-  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("f16c") &&
-      __builtin_cpu_supports("fma")) {
-    out.push_back(&kernels::Avx2Kernels());
-  }
-  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq")) {
-    out.push_back(&kernels::Avx512Kernels());
-  }
+  if (kernels::CpuRunsAvx2Kernels()) out.push_back(&kernels::Avx2Kernels());
+  if (kernels::CpuRunsAvx512Kernels()) out.push_back(&kernels::Avx512Kernels());
   return out;
 }
 
