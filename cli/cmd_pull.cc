@@ -171,7 +171,9 @@ int PullManifest(const PullArgs& a, bool npy) {
     if (ws.ok() && keys) {
       auto k = table.Keys(begin, end);
       ws = k.status();
-      for (std::size_t i = 0; ws.ok() && k.ok() && i < k->size(); ++i) ws = (*w)->AppendKey((*k)[i]);
+      for (std::size_t i = 0; ws.ok() && k.ok() && i < k->size(); ++i) {
+        ws = (*w)->AppendKey((*k)[i]);
+      }
     }
     if (ws.ok()) ws = (*w)->Finish();
     if (!ws.ok()) return ReportError("pull", ws);
