@@ -90,6 +90,11 @@ class Loader {
   std::atomic<int> bad_chunks_{0};
 };
 
+int DefaultStreams() {
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<int>(std::min<unsigned>(cores, kMaxDefaultStreams));
+}
+
 Result<LoadStats> Client::Load(const std::string& table, std::span<std::byte> out,
                                const LoadOptions& options) {
   EMBSTORE_ASSIGN_OR_RETURN(TableDesc desc, Describe(table));
@@ -401,7 +406,7 @@ Result<LoadStats> Loader::Run() {
   const std::uint64_t br = desc_.block_rows;
   const std::uint64_t first_block = begin_ / br;
   const std::uint64_t blocks = end_ > begin_ ? (end_ - 1) / br - first_block + 1 : 0;
-  int streams = o_.streams > 0 ? o_.streams : kDefaultStreams;
+  int streams = o_.streams > 0 ? o_.streams : DefaultStreams();
   streams = static_cast<int>(std::min<std::uint64_t>(streams, std::max<std::uint64_t>(blocks, 1)));
   std::vector<Part> parts;
   for (int i = 0; i < streams; ++i) {

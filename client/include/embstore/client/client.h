@@ -107,7 +107,7 @@ struct LoadEvent {
 struct LoadOptions {
   std::uint64_t begin_row = 0;
   std::optional<std::uint64_t> end_row;  // default: the table's last row
-  int streams = 0;               // parallel streams; 0 picks kDefaultStreams (capped by size)
+  int streams = 0;               // parallel streams; 0 picks DefaultStreams() (capped by size)
   std::uint64_t chunk_bytes = 0; // 0: the server's default
   bool to_f32 = false;           // convert F16/BF16 to f32 into the buffer (SIMD)
   bool verify = true;            // check block checksums (always on for streamed chunks)
@@ -148,7 +148,12 @@ struct LookupResult {
   std::vector<std::byte> data;         // rows.size() vectors in `dtype`
 };
 
-inline constexpr int kDefaultStreams = 4;
+// The stream count a load uses when not told: one per core, at most kMaxDefaultStreams. Measured
+// with bench/pull_bench on loopback (docs/CLIENT.md): each stream costs a core for receiving,
+// copying and hashing, so streams beyond the cores only contend, and past four the server's
+// sending side is the limit.
+inline constexpr int kMaxDefaultStreams = 4;
+int DefaultStreams();
 
 class Client {
  public:
