@@ -315,7 +315,7 @@ RunFn RegisterPull(CLI::App& app) {
       ->excludes(table);
   sub->add_option("--out", args->out, "Output file: .npy (BF16 becomes f32) or .emb")->required();
   sub->add_option("--rows", args->rows, "Row range A:B (also A: or :B); default all rows");
-  sub->add_option("--streams", args->streams, "Parallel streams (default 4)")
+  sub->add_option("--streams", args->streams, "Parallel streams (default: one per core, at most 4)")
       ->check(CLI::Range(1, 64));
   sub->add_option("--timeout", args->timeout_s, "Give up after this many seconds (default never)")
       ->check(CLI::NonNegativeNumber);
