@@ -5,8 +5,9 @@
 //   2. one client pulling a whole table from `embstore serve` (zero-copy send path);
 //   3. the same client pulling from a naive server that copies each chunk into a protobuf
 //      `bytes` field (the baseline the zero-copy path is measured against);
-//   4. 32 clients pulling the whole table at once, sampling the server's RSS: anonymous memory
-//      growth (what the server allocates) is reported apart from file pages (the mapping).
+//   4. 32 clients (or each count in --clients 1,4,16,64) pulling the whole table at once,
+//      sampling the server's RSS: anonymous memory growth (what the server allocates) is reported
+//      apart from file pages (the mapping).
 // and prints each figure and the ratios. Speed is never asserted; see docs/SERVING.md.
 //
 // The pull client receives every chunk as gRPC slices, walks the RowChunk encoding without
@@ -16,7 +17,7 @@
 // so that load from other work on the machine hits all three alike.
 //
 // Usage: serve_bench [--embstore PATH] [--rows N] [--dim D] [--chunk-bytes B] [--seconds S]
-//                    [--repeats N] [--clients N] [--no-verify] [--keep DIR]
+//                    [--repeats N] [--clients N[,N...]] [--no-verify] [--keep DIR] [--json FILE]
 #include <fcntl.h>
 #include <signal.h>
 #include <spawn.h>
@@ -59,10 +60,11 @@ struct Options {
   std::uint64_t dim = 128;
   std::uint64_t chunk_bytes = 0;
   int seconds = 3;
-  int clients = 32;
+  std::vector<int> clients = {32};
   int repeats = 5;
   bool verify = true;
   std::string keep;  // reuse/keep the table directory
+  std::string json;  // also write the results here
 };
 
 // ---- child processes -------------------------------------------------------------------------
@@ -532,7 +534,7 @@ struct Concurrent {
   double seconds = 0;
   long anon_base_kb = 0, anon_peak_kb = 0, file_peak_kb = 0, total_peak_kb = 0;
 };
-Concurrent PullConcurrently(const Options& o, const std::string& target, pid_t pid) {
+Concurrent PullConcurrently(const Options& o, int clients, const std::string& target, pid_t pid) {
   Concurrent c;
   const Rss before = ReadRss(pid);
   c.anon_base_kb = c.anon_peak_kb = before.anon_kb + before.shmem_kb;
@@ -549,7 +551,7 @@ Concurrent PullConcurrently(const Options& o, const std::string& target, pid_t p
   std::vector<std::thread> pullers;
   std::atomic<int> failures{0};
   const auto t0 = Clock::now();
-  for (int i = 0; i < o.clients; ++i) {
+  for (int i = 0; i < clients; ++i) {
     pullers.emplace_back([&, i] {
       PullResult r = Pull(target, "bench", o.chunk_bytes, o.verify, 2000 + i);
       if (!r.ok || r.rows != o.rows) failures.fetch_add(1);
@@ -586,10 +588,19 @@ int main(int argc, char** argv) {
     else if (a == "--dim") o.dim = std::stoull(next());
     else if (a == "--chunk-bytes") o.chunk_bytes = std::stoull(next());
     else if (a == "--seconds") o.seconds = std::stoi(next());
-    else if (a == "--clients") o.clients = std::stoi(next());
+    else if (a == "--clients") {
+      o.clients.clear();
+      std::stringstream list(next());
+      for (std::string item; std::getline(list, item, ',');) o.clients.push_back(std::stoi(item));
+      if (o.clients.empty() || *std::min_element(o.clients.begin(), o.clients.end()) < 1) {
+        std::fprintf(stderr, "serve_bench: --clients wants counts >= 1, e.g. 1,4,16\n");
+        return 2;
+      }
+    }
     else if (a == "--repeats") o.repeats = std::stoi(next());
     else if (a == "--no-verify") o.verify = false;
     else if (a == "--keep") o.keep = next();
+    else if (a == "--json") o.json = next();
     else if (a == "--help" || a == "-h") {
       std::printf(
           "serve_bench: loopback throughput of embstore serve vs iperf3 and a naive copying "
@@ -598,10 +609,12 @@ int main(int argc, char** argv) {
           "  --rows N --dim D   table shape (default 938280 x 128 f32)\n"
           "  --chunk-bytes B    chunk size asked for (default: server default)\n"
           "  --seconds S        duration of each iperf3 run (default 3)\n"
-          "  --clients N        concurrent pulls for the memory figure (default 32)\n"
+          "  --clients N[,N..]  concurrent pulls for the memory figure (default 32); a list\n"
+          "                     measures each count in turn\n"
           "  --repeats N        rounds of iperf3 + one pull from each server (default 5)\n"
           "  --no-verify        skip checksum verification in the client\n"
-          "  --keep DIR         write the table into DIR and keep it (default: a temp dir)\n");
+          "  --keep DIR         write the table into DIR and keep it (default: a temp dir)\n"
+          "  --json FILE        also write the results as JSON to FILE\n");
       return 0;
     } else {
       std::fprintf(stderr, "serve_bench: unknown argument %s (see --help)\n", a.c_str());
@@ -638,9 +651,12 @@ int main(int argc, char** argv) {
     if (i > 0) ratio_iperf.push_back(s1 / i);
     ratio_naive.push_back(s1 / n1);
   }
-  std::fprintf(stderr, "%d concurrent pulls from each server ...\n", o.clients);
-  const Concurrent zc = PullConcurrently(o, target, server.pid());
-  const Concurrent nv = PullConcurrently(o, naive_target, naive_server.pid());
+  std::vector<Concurrent> zcs, nvs;
+  for (int n : o.clients) {
+    std::fprintf(stderr, "%d concurrent pulls from each server ...\n", n);
+    zcs.push_back(PullConcurrently(o, n, target, server.pid()));
+    nvs.push_back(PullConcurrently(o, n, naive_target, naive_server.pid()));
+  }
   naive_server.Stop(SIGTERM);
   server.Stop(SIGTERM);
   if (o.keep.empty()) std::filesystem::remove_all(dir);
@@ -657,15 +673,47 @@ int main(int argc, char** argv) {
               served / iperf, Median(ratio_iperf));
   std::printf("ratio serve / naive        %.2f best/best, %.2f median of rounds\n", served / naive,
               Median(ratio_naive));
-  std::printf("%d concurrent pulls        serve %.2f GB/s, naive %.2f GB/s aggregate\n", o.clients,
-              Gb(table_bytes * o.clients / zc.seconds), Gb(table_bytes * o.clients / nv.seconds));
-  std::printf("server anon RSS growth     %.1f MiB   (target <= 64; base %.1f, peak %.1f MiB)\n",
-              (zc.anon_peak_kb - zc.anon_base_kb) / 1024.0, zc.anon_base_kb / 1024.0,
-              zc.anon_peak_kb / 1024.0);
-  std::printf("naive server anon growth   %.1f MiB\n",
-              (nv.anon_peak_kb - nv.anon_base_kb) / 1024.0);
-  std::printf("server file-backed RSS     %.1f MiB peak (the mapped table pages)\n",
-              zc.file_peak_kb / 1024.0);
-  std::printf("server total RSS           %.1f MiB peak\n", zc.total_peak_kb / 1024.0);
+  nlohmann::ordered_json concurrent = nlohmann::ordered_json::array();
+  for (std::size_t i = 0; i < o.clients.size(); ++i) {
+    const int n = o.clients[i];
+    const Concurrent& zc = zcs[i];
+    const Concurrent& nv = nvs[i];
+    std::printf("%d concurrent pulls        serve %.2f GB/s, naive %.2f GB/s aggregate\n", n,
+                Gb(table_bytes * n / zc.seconds), Gb(table_bytes * n / nv.seconds));
+    std::printf("server anon RSS growth     %.1f MiB   (target <= 64; base %.1f, peak %.1f MiB)\n",
+                (zc.anon_peak_kb - zc.anon_base_kb) / 1024.0, zc.anon_base_kb / 1024.0,
+                zc.anon_peak_kb / 1024.0);
+    std::printf("naive server anon growth   %.1f MiB\n",
+                (nv.anon_peak_kb - nv.anon_base_kb) / 1024.0);
+    std::printf("server file-backed RSS     %.1f MiB peak (the mapped table pages)\n",
+                zc.file_peak_kb / 1024.0);
+    std::printf("server total RSS           %.1f MiB peak\n", zc.total_peak_kb / 1024.0);
+    auto side = [&](const Concurrent& c) {
+      return nlohmann::ordered_json{
+          {"aggregate_bytes_per_s", table_bytes * n / c.seconds},
+          {"seconds", c.seconds},
+          {"anon_base_kib", c.anon_base_kb},
+          {"anon_peak_kib", c.anon_peak_kb},
+          {"anon_growth_kib", c.anon_peak_kb - c.anon_base_kb},
+          {"file_peak_kib", c.file_peak_kb},
+          {"total_peak_kib", c.total_peak_kb}};
+    };
+    concurrent.push_back({{"clients", n}, {"serve", side(zc)}, {"naive", side(nv)}});
+  }
+  if (!o.json.empty()) {
+    nlohmann::ordered_json j;
+    j["rows"] = o.rows;
+    j["dim"] = o.dim;
+    j["bytes"] = table_bytes;
+    j["verify"] = o.verify;
+    j["rounds"] = o.repeats;
+    j["iperf3_bytes_per_s"] = iperf;
+    j["serve_bytes_per_s"] = served;
+    j["naive_bytes_per_s"] = naive;
+    j["ratio_serve_iperf3_median"] = Median(ratio_iperf);
+    j["ratio_serve_naive_median"] = Median(ratio_naive);
+    j["concurrent"] = concurrent;
+    std::ofstream(o.json) << j.dump(2) << "\n";
+  }
   return 0;
 }
