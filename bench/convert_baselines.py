@@ -1,6 +1,9 @@
 #!/usr/bin/env python3
 """End-to-end converter benchmark: `embstore convert` against np.loadtxt and pandas.read_csv.
 
+bench/run.py (the full report) imports this module's helpers and runs more baselines from
+BASELINE: pyarrow.csv and gensim's word2vec reader.
+
 Generates the benchmark files (938,280 x 128 float32 values written as np.savetxt would with
 fmt='%.18e', its default, and with '%.8g') using bench/gen_text.cc, then, in the same run and on
 the same files, times:
@@ -83,19 +86,46 @@ import sys, time, numpy as np
 path, which = sys.argv[1], sys.argv[2]
 if which == "pandas":
     import pandas as pd
+elif which == "pyarrow":
+    import pyarrow.csv as pacsv
+elif which == "gensim":
+    from gensim.models import KeyedVectors
 t0 = time.perf_counter()
 if which == "loadtxt":
     a = np.loadtxt(path, dtype=np.float32)
-else:
+elif which == "pandas":
     a = pd.read_csv(path, engine="c", header=None, sep=" ").to_numpy()
+elif which == "pyarrow":
+    # Multithreaded C++ reader; float32 columns asked for, then one (rows, dim) array as the
+    # other contenders produce.
+    with open(path, "rb") as f:
+        dim = len(f.readline().split())
+    names = [f"c{i}" for i in range(dim)]
+    t = pacsv.read_csv(path, read_options=pacsv.ReadOptions(column_names=names),
+                       parse_options=pacsv.ParseOptions(delimiter=" "),
+                       convert_options=pacsv.ConvertOptions(
+                           column_types={n: "float32" for n in names}))
+    a = np.empty((t.num_rows, dim), dtype=np.float32)
+    for i, c in enumerate(t.columns):
+        a[:, i] = c.to_numpy()
+else:  # gensim, on the word2vec text form ("ROWS DIM" header, then "word v1 ... vDIM")
+    a = KeyedVectors.load_word2vec_format(path, binary=False).vectors
 print(time.perf_counter() - t0, a.shape[0], a.shape[1])
 """
+
+# What each baseline in BASELINE runs, as reports name it.
+BASELINE_LABELS = {
+    "loadtxt": "np.loadtxt(dtype=float32)",
+    "pandas": "pandas.read_csv(engine='c')",
+    "pyarrow": "pyarrow.csv.read_csv (float32)",
+    "gensim": "gensim load_word2vec_format",
+}
 
 
 def run_baseline(which, path):
     """Parse time measured inside the baseline's own process (interpreter start excluded)."""
     _, rss, out = measured([sys.executable, "-c", BASELINE, path, which])
-    secs, rows, dim = out.split()
+    secs, rows, dim = out.split()[-3:]
     return float(secs), rss, (int(rows), int(dim))
 
 

@@ -68,10 +68,12 @@ def run_case(mode, table, rows, dim, workdir):
     print(json.dumps(out))
 
 
-def make_table(rows, dim, path):
-    tool = ROOT / "build" / "release" / "tests" / "embstore_make_test_table"
-    if not tool.exists():
-        tool = ROOT / "build" / "dev" / "tests" / "embstore_make_test_table"
+def make_table(rows, dim, path, build_dir=None):
+    dirs = [pathlib.Path(build_dir)] if build_dir else []
+    dirs += [ROOT / "build" / "release", ROOT / "build" / "dev"]
+    tool = next((d / "tests" / "embstore_make_test_table" for d in dirs
+                 if (d / "tests" / "embstore_make_test_table").exists()),
+                dirs[0] / "tests" / "embstore_make_test_table")
     subprocess.run([str(tool), str(path), "--rows", str(rows), "--dim", str(dim), "--force"],
                    check=True)
 
@@ -103,18 +105,23 @@ def main():
     ap.add_argument("--quick", action="store_true", help="small tables; a smoke test")
     ap.add_argument("--no-large", action="store_true", help="skip the table over 2 GB")
     ap.add_argument("--json", help="also write the results to this file")
+    ap.add_argument("--build-dir", help="where tests/embstore_make_test_table is "
+                    "(default build/release, then build/dev)")
+    ap.add_argument("--rows", type=int, help="rows of the seed table (default 938280)")
+    ap.add_argument("--dim", type=int, default=128, help="dim of the seed table (default 128)")
     args = ap.parse_args()
     rows, dim = (20000, 128) if args.quick else (938280, 128)
+    rows, dim = args.rows or rows, args.dim
     large_rows = 4200000  # 4.2M x 128 x 4 B = 2.15 GB > 2 GB
     results = []
     with tempfile.TemporaryDirectory(prefix="tf-graph-bench-") as d:
         seed = pathlib.Path(d) / "item_mat.emb"
-        make_table(rows, dim, seed)
+        make_table(rows, dim, seed, args.build_dir)
         for mode in ("constant", "embstore"):
             results.append(measure(mode, seed, rows, dim, d))
         if not args.quick and not args.no_large:
             big = pathlib.Path(d) / "big.emb"
-            make_table(large_rows, dim, big)
+            make_table(large_rows, dim, big, args.build_dir)
             for mode in ("constant", "embstore"):
                 results.append(measure(mode, big, large_rows, dim, d + "/big"))
     report(results)
