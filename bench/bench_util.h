@@ -6,10 +6,11 @@
 #include <sys/types.h>
 
 #include <mutex>
-#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 namespace embstore::bench {
 

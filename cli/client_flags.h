@@ -2,8 +2,9 @@
 #ifndef EMBSTORE_CLI_CLIENT_FLAGS_H_
 #define EMBSTORE_CLI_CLIENT_FLAGS_H_
 
-#include <CLI/CLI.hpp>
 #include <string>
+
+#include <CLI/CLI.hpp>
 
 #include "embstore/client/client.h"
 

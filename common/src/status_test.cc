@@ -1,8 +1,8 @@
 #include "embstore/common/status.h"
 
-#include <gtest/gtest.h>
-
 #include <cerrno>
+
+#include <gtest/gtest.h>
 
 namespace embstore {
 namespace {

@@ -1,6 +1,7 @@
 #include "header.h"
 
 #include <algorithm>
+
 #include <nlohmann/json.hpp>
 
 namespace embstore::store {
