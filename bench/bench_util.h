@@ -6,11 +6,10 @@
 #include <sys/types.h>
 
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace embstore::bench {
 

@@ -12,17 +12,16 @@
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <random>
 #include <sstream>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "bench_util.h"
 #include "embstore/client/client.h"
@@ -100,8 +99,8 @@ int main(int argc, char** argv) {
   results["iperf3_bytes_per_s"] = iperf;
   std::printf("iperf3 single stream:        %6.2f GB/s\n", iperf / 1e9);
 
-  Child server(EMBSTORE_BIN, {"serve", "--store", dir.string(), "--listen", "127.0.0.1:0",
-                              "--log-level", "info"},
+  Child server(EMBSTORE_BIN,
+               {"serve", "--store", dir.string(), "--listen", "127.0.0.1:0", "--log-level", "info"},
                true);
   const std::string target = server.AwaitLog("listening")["addresses"][0];
   embstore::client::ConnectOptions co;
@@ -135,8 +134,8 @@ int main(int argc, char** argv) {
     o.allow_local = false;
     o.streams = n;
     double bps = best_load(o);
-    streamed.push_back({{"streams", n}, {"bytes_per_s", bps},
-                        {"ratio_to_iperf3", iperf > 0 ? bps / iperf : 0}});
+    streamed.push_back(
+        {{"streams", n}, {"bytes_per_s", bps}, {"ratio_to_iperf3", iperf > 0 ? bps / iperf : 0}});
     std::printf("client, %2d stream%s over TCP: %6.2f GB/s  (%.0f%% of iperf3)\n", n,
                 n == 1 ? " " : "s", bps / 1e9, iperf > 0 ? 100 * bps / iperf : 0);
   }

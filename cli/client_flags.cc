@@ -33,7 +33,8 @@ Result<client::ConnectOptions> ToConnectOptions(const ClientFlags& f) {
       return Status::InvalidArgument("--token-file '" + f.token_file +
                                      "' does not start with a token line");
     }
-    while (!o.token.empty() && (o.token.back() == '\r' || o.token.back() == ' ')) o.token.pop_back();
+    while (!o.token.empty() && (o.token.back() == '\r' || o.token.back() == ' '))
+      o.token.pop_back();
   }
   o.tls.enabled = f.tls || !f.tls_ca.empty() || !f.tls_cert.empty() || !f.tls_key.empty() ||
                   !f.tls_server_name.empty();

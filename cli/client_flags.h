@@ -2,9 +2,8 @@
 #ifndef EMBSTORE_CLI_CLIENT_FLAGS_H_
 #define EMBSTORE_CLI_CLIENT_FLAGS_H_
 
-#include <string>
-
 #include <CLI/CLI.hpp>
+#include <string>
 
 #include "embstore/client/client.h"
 

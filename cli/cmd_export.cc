@@ -23,7 +23,8 @@ struct ExportArgs {
 Status WriteMatrix(const store::Table& t, const ExportArgs& a) {
   const bool native = a.dtype == "native";
   if (native && t.dtype() == store::DType::kBF16) {
-    return Status::InvalidArgument("'" + a.file + "' holds BF16, which .npy cannot store; "
+    return Status::InvalidArgument("'" + a.file +
+                                   "' holds BF16, which .npy cannot store; "
                                    "export it with --dtype f32");
   }
   const bool as_f32 = !native || t.dtype() == store::DType::kF32;
@@ -74,7 +75,8 @@ Status WriteKeys(const store::Table& t, const ExportArgs& a) {
 
 RunFn RegisterExport(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
-  CLI::App* sub = app.add_subcommand("export", "Write a table's matrix as .npy (and its keys as text)");
+  CLI::App* sub =
+      app.add_subcommand("export", "Write a table's matrix as .npy (and its keys as text)");
   sub->add_option("FILE", args->file, "Table file (.emb)")->required();
   sub->add_option("OUT", args->out, "Output .npy file")->required();
   sub->add_option("--keys", args->keys_out, "Also write the keys, one per line, to this file");
@@ -88,16 +90,16 @@ RunFn RegisterExport(CLI::App& app) {
     const store::Table& t = **opened;
     // Refuse early when keys were asked for but the table has none, before writing anything.
     if (!args->keys_out.empty() && !t.has_keys()) {
-      return ReportError("export", Status::FailedPrecondition("'" + args->file +
-                                                              "' has no keys to export"));
+      return ReportError("export",
+                         Status::FailedPrecondition("'" + args->file + "' has no keys to export"));
     }
     Status st = WriteMatrix(t, *args);
     if (st.ok() && !args->keys_out.empty()) st = WriteKeys(t, *args);
     if (!st.ok()) return ReportError("export", st);
     std::printf("%s: wrote %llu x %llu to %s%s%s\n", args->file.c_str(),
-                static_cast<unsigned long long>(t.rows()),
-                static_cast<unsigned long long>(t.dim()), args->out.c_str(),
-                args->keys_out.empty() ? "" : " and keys to ", args->keys_out.c_str());
+                static_cast<unsigned long long>(t.rows()), static_cast<unsigned long long>(t.dim()),
+                args->out.c_str(), args->keys_out.empty() ? "" : " and keys to ",
+                args->keys_out.c_str());
     return kExitOk;
   };
 }

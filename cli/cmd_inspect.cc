@@ -1,7 +1,6 @@
 // `embstore inspect FILE [--json]`: what a table file holds, without reading its data.
 #include <cstdio>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "command.h"
@@ -16,7 +15,8 @@ RunFn RegisterInspect(CLI::App& app) {
     int keys = 5;
   };
   auto args = std::make_shared<Args>();
-  CLI::App* sub = app.add_subcommand("inspect", "Show a table file's shape, dtype, metadata and keys");
+  CLI::App* sub =
+      app.add_subcommand("inspect", "Show a table file's shape, dtype, metadata and keys");
   sub->add_option("FILE", args->file, "Table file (.emb)")->required();
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_option("--keys", args->keys, "How many keys to show (default 5)")

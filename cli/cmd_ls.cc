@@ -1,7 +1,6 @@
 // `embstore ls --from TARGET [--json]`: the tables a server offers.
 #include <cstdio>
 #include <iostream>
-
 #include <nlohmann/json.hpp>
 
 #include "client_flags.h"

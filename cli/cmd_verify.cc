@@ -45,9 +45,8 @@ RunFn RegisterVerify(CLI::App& app) {
                    static_cast<unsigned long long>(t.num_blocks()));
       return kExitFailure;
     }
-    std::printf("%s: ok, %llu rows x %llu %s, %llu blocks verified in %.2f s\n",
-                args->file.c_str(), static_cast<unsigned long long>(t.rows()),
-                static_cast<unsigned long long>(t.dim()),
+    std::printf("%s: ok, %llu rows x %llu %s, %llu blocks verified in %.2f s\n", args->file.c_str(),
+                static_cast<unsigned long long>(t.rows()), static_cast<unsigned long long>(t.dim()),
                 std::string(store::DTypeName(t.dtype())).c_str(),
                 static_cast<unsigned long long>(t.num_blocks()), progress.Seconds());
     return kExitOk;

@@ -8,10 +8,9 @@
 #ifndef EMBSTORE_CLI_COMMAND_H_
 #define EMBSTORE_CLI_COMMAND_H_
 
+#include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
-
-#include <CLI/CLI.hpp>
 
 #include "embstore/common/status.h"
 

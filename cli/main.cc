@@ -1,8 +1,9 @@
 // The `embstore` command line: one binary, one subcommand per job.
+#include <unistd.h>
+
 #include <cstdio>
 #include <exception>
 #include <string>
-#include <unistd.h>
 #include <utility>
 #include <vector>
 
@@ -22,9 +23,10 @@ bool StderrIsTty() { return ::isatty(STDERR_FILENO) == 1; }
 
 int main(int argc, char** argv) {
   using namespace embstore::cli;
-  CLI::App app{"embstore: convert embedding text files into memory-mapped tables, serve them to "
-               "trainers over gRPC, and load them into memory.",
-               "embstore"};
+  CLI::App app{
+      "embstore: convert embedding text files into memory-mapped tables, serve them to "
+      "trainers over gRPC, and load them into memory.",
+      "embstore"};
   app.footer(
       "Exit codes: 0 success; 1 bad data or a failed operation; 2 usage error.\n"
       "Run 'embstore COMMAND --help' for a command's options. Formats: docs/FORMAT.md.");

@@ -1,10 +1,10 @@
 // Golden table files written by embstore_make_test_table for format version 1 (see
 // tests/data/README.md). A change to the format that stops these from reading is a break of
 // compatibility: bump the version in docs/FORMAT.md and add new golden files instead.
+#include <gtest/gtest.h>
+
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "embstore/store/table.h"
 
@@ -36,7 +36,9 @@ void CheckGolden(const std::string& name, DType dtype, std::uint64_t rows, std::
   }
 }
 
-TEST(Golden, V1F32WithKeys) { CheckGolden("golden_v1_f32_keys.emb", DType::kF32, 50, 8, true, "k"); }
+TEST(Golden, V1F32WithKeys) {
+  CheckGolden("golden_v1_f32_keys.emb", DType::kF32, 50, 8, true, "k");
+}
 TEST(Golden, V1F16UnicodeKeys) {
   CheckGolden("golden_v1_f16_unicode.emb", DType::kF16, 33, 3, true, "ключ");
 }

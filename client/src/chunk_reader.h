@@ -7,6 +7,9 @@
 #ifndef EMBSTORE_CLIENT_CHUNK_READER_H_
 #define EMBSTORE_CLIENT_CHUNK_READER_H_
 
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
+
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -14,9 +17,6 @@
 #include <span>
 #include <string>
 #include <vector>
-
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
 
 #include "embstore/v1/embstore.pb.h"
 

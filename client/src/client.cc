@@ -1,5 +1,6 @@
 #include "embstore/client/client.h"
 
+#include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -8,8 +9,6 @@
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "embstore/store/checksum.h"
 #include "embstore/v1/embstore.grpc.pb.h"
@@ -24,7 +23,8 @@ namespace {
 
 Result<std::string> ReadPem(const std::string& path, const char* what) {
   std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::InvalidArgument(std::string("cannot read TLS ") + what + " '" + path + "'");
+  if (!f)
+    return Status::InvalidArgument(std::string("cannot read TLS ") + what + " '" + path + "'");
   std::stringstream ss;
   ss << f.rdbuf();
   return ss.str();
@@ -32,17 +32,22 @@ Result<std::string> ReadPem(const std::string& path, const char* what) {
 
 std::optional<store::DType> FromProto(v1::DType d) {
   switch (d) {
-    case v1::DTYPE_F32: return store::DType::kF32;
-    case v1::DTYPE_F16: return store::DType::kF16;
-    case v1::DTYPE_BF16: return store::DType::kBF16;
-    default: return std::nullopt;
+    case v1::DTYPE_F32:
+      return store::DType::kF32;
+    case v1::DTYPE_F16:
+      return store::DType::kF16;
+    case v1::DTYPE_BF16:
+      return store::DType::kBF16;
+    default:
+      return std::nullopt;
   }
 }
 
 Result<TableDesc> ToDesc(const v1::TableInfo& t) {
   auto dtype = FromProto(t.dtype());
   if (!dtype) {
-    return Status::Unimplemented("table '" + t.name() + "' has a dtype this client does not know (" +
+    return Status::Unimplemented("table '" + t.name() +
+                                 "' has a dtype this client does not know (" +
                                  std::to_string(t.dtype()) + ")");
   }
   TableDesc d;
@@ -79,14 +84,12 @@ void CancelToken::Cancel() {
   for (void* c : contexts_) static_cast<grpc::ClientContext*>(c)->TryCancel();
 }
 
-
 Client::Client(ConnectOptions options) : options_(std::move(options)), impl_(new Impl) {}
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Connect(const ConnectOptions& options) {
   if (options.target.empty()) return Status::InvalidArgument("no server target given");
-  if (options.target.rfind("unix:", 0) != 0 &&
-      options.target.find(':') == std::string::npos) {
+  if (options.target.rfind("unix:", 0) != 0 && options.target.find(':') == std::string::npos) {
     return Status::InvalidArgument("target '" + options.target +
                                    "' is neither host:port nor unix:PATH");
   }
@@ -98,7 +101,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ConnectOptions& options) {
     }
     if (!options.tls.cert_file.empty() || !options.tls.key_file.empty()) {
       if (options.tls.cert_file.empty() || options.tls.key_file.empty()) {
-        return Status::InvalidArgument("a TLS client certificate needs both --tls-cert and --tls-key");
+        return Status::InvalidArgument(
+            "a TLS client certificate needs both --tls-cert and --tls-key");
       }
       EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadPem(options.tls.cert_file, "certificate"));
       EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPem(options.tls.key_file, "key"));
@@ -117,7 +121,6 @@ Result<std::unique_ptr<Client>> Client::Connect(const ConnectOptions& options) {
   c->impl_->stub = v1::EmbStore::NewStub(c->impl_->control);
   return c;
 }
-
 
 Result<std::vector<TableDesc>> Client::ListTables() {
   grpc::ClientContext ctx;
@@ -160,18 +163,20 @@ Result<std::uint64_t> Client::OutputBytes(const TableDesc& desc, const LoadOptio
 }
 
 Result<std::shared_ptr<const store::Table>> Client::OpenLocal(const TableDesc& desc) {
-  if (!desc.file) return Status::NotFound("server did not say where table '" + desc.name + "' lives");
+  if (!desc.file)
+    return Status::NotFound("server did not say where table '" + desc.name + "' lives");
   const FileIdentity& f = *desc.file;
   struct stat st;
   if (::stat(f.path.c_str(), &st) != 0) {
     return Status::NotFound("table file '" + f.path + "' is not reachable from this host");
   }
-  std::int64_t mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 +
-                          st.st_mtim.tv_nsec;
+  std::int64_t mtime_ns =
+      static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
   if (static_cast<std::uint64_t>(st.st_dev) != f.device ||
       static_cast<std::uint64_t>(st.st_ino) != f.inode ||
       static_cast<std::uint64_t>(st.st_size) != f.size || mtime_ns != f.mtime_ns) {
-    return Status::NotFound("'" + f.path + "' on this host is not the server's file (another host "
+    return Status::NotFound("'" + f.path +
+                            "' on this host is not the server's file (another host "
                             "or a newer version)");
   }
   EMBSTORE_ASSIGN_OR_RETURN(auto table, store::Table::Open(f.path));

@@ -4,6 +4,7 @@
 #include "embstore/client/client.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
@@ -11,8 +12,6 @@
 #include <filesystem>
 #include <random>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "embstore/server/server.h"
 #include "embstore/store/writer.h"

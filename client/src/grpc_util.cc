@@ -5,20 +5,30 @@ namespace embstore::client::internal {
 Status FromGrpc(const grpc::Status& s, const std::string& target) {
   std::string msg = s.error_message();
   switch (s.error_code()) {
-    case grpc::StatusCode::OK: return Status::OK();
-    case grpc::StatusCode::NOT_FOUND: return Status::NotFound(msg);
-    case grpc::StatusCode::INVALID_ARGUMENT: return Status::InvalidArgument(msg);
-    case grpc::StatusCode::OUT_OF_RANGE: return Status::OutOfRange(msg);
-    case grpc::StatusCode::FAILED_PRECONDITION: return Status::FailedPrecondition(msg);
-    case grpc::StatusCode::RESOURCE_EXHAUSTED: return Status::ResourceExhausted(msg);
-    case grpc::StatusCode::PERMISSION_DENIED: return Status::PermissionDenied(msg);
+    case grpc::StatusCode::OK:
+      return Status::OK();
+    case grpc::StatusCode::NOT_FOUND:
+      return Status::NotFound(msg);
+    case grpc::StatusCode::INVALID_ARGUMENT:
+      return Status::InvalidArgument(msg);
+    case grpc::StatusCode::OUT_OF_RANGE:
+      return Status::OutOfRange(msg);
+    case grpc::StatusCode::FAILED_PRECONDITION:
+      return Status::FailedPrecondition(msg);
+    case grpc::StatusCode::RESOURCE_EXHAUSTED:
+      return Status::ResourceExhausted(msg);
+    case grpc::StatusCode::PERMISSION_DENIED:
+      return Status::PermissionDenied(msg);
     case grpc::StatusCode::UNAUTHENTICATED:
       return Status::Unauthenticated("server '" + target + "' refused the credentials: " + msg);
     case grpc::StatusCode::DEADLINE_EXCEEDED:
       return Status::DeadlineExceeded("server '" + target + "': deadline exceeded: " + msg);
-    case grpc::StatusCode::CANCELLED: return Status::Cancelled(msg);
-    case grpc::StatusCode::DATA_LOSS: return Status::Corruption("server '" + target + "': " + msg);
-    case grpc::StatusCode::UNIMPLEMENTED: return Status::Unimplemented(msg);
+    case grpc::StatusCode::CANCELLED:
+      return Status::Cancelled(msg);
+    case grpc::StatusCode::DATA_LOSS:
+      return Status::Corruption("server '" + target + "': " + msg);
+    case grpc::StatusCode::UNIMPLEMENTED:
+      return Status::Unimplemented(msg);
     case grpc::StatusCode::UNAVAILABLE:
     case grpc::StatusCode::ABORTED:
       return Status::Unavailable("cannot reach embstore server at '" + target + "': " + msg);

@@ -2,11 +2,11 @@
 #ifndef EMBSTORE_CLIENT_GRPC_UTIL_H_
 #define EMBSTORE_CLIENT_GRPC_UTIL_H_
 
+#include <grpcpp/grpcpp.h>
+
 #include <chrono>
 #include <optional>
 #include <string>
-
-#include <grpcpp/grpcpp.h>
 
 #include "embstore/client/client.h"
 #include "embstore/v1/embstore.grpc.pb.h"

@@ -1,11 +1,11 @@
 // Client::Load: parallel, verified, resumable streaming of a row range into the caller's buffer,
 // or a copy from the local mapping when the server's file is on this host.
+#include <grpcpp/grpcpp.h>
+
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "embstore/client/client.h"
 #include "embstore/store/checksum.h"
@@ -133,8 +133,7 @@ Result<LoadStats> Loader::RunLocal(const store::Table& table) {
   auto start = Clock::now();
   // Pieces of about 16 MiB that end on checksum block boundaries, so no block is hashed twice.
   const std::uint64_t br = desc_.block_rows;
-  const std::uint64_t step =
-      std::max<std::uint64_t>(1, (16u << 20) / (desc_.row_bytes * br)) * br;
+  const std::uint64_t step = std::max<std::uint64_t>(1, (16u << 20) / (desc_.row_bytes * br)) * br;
   const std::uint64_t out_row_bytes = o_.to_f32 ? desc_.dim * 4 : desc_.row_bytes;
   for (std::uint64_t r = begin_; r < end_;) {
     if (cancel_.cancelled() || (o_.cancel && o_.cancel->cancelled())) {
@@ -163,8 +162,8 @@ Status Loader::CheckChunk(const internal::RawChunk& c) const {
   const std::uint64_t f = c.first_row;
   const std::uint64_t n = c.row_count;
   auto where = [&] {
-    return "table '" + desc_.name + "' rows [" + std::to_string(f) + ", " +
-           std::to_string(f + n) + ")";
+    return "table '" + desc_.name + "' rows [" + std::to_string(f) + ", " + std::to_string(f + n) +
+           ")";
   };
   if (c.payload_size != n * desc_.row_bytes) {
     return Status::Corruption(where() + ": chunk carries " + std::to_string(c.payload_size) +
@@ -196,8 +195,8 @@ Result<std::uint64_t> StreamVerifier::Add(const internal::RawChunk& c,
     const std::uint64_t bs = b * br;
     const std::uint64_t be = std::min(bs + br, desc_.rows);
     const std::uint64_t pe = std::min(stop, be);
-    auto piece = payload.subspan((row - c.first_row) * desc_.row_bytes,
-                                 (pe - row) * desc_.row_bytes);
+    auto piece =
+        payload.subspan((row - c.first_row) * desc_.row_bytes, (pe - row) * desc_.row_bytes);
     if (bs < begin_ || be > end_) {
       // A cut block: the request never holds all of it, so the chunk's payload checksum (of
       // the transfer) is all there is to check.
@@ -227,8 +226,7 @@ Result<std::uint64_t> StreamVerifier::Add(const internal::RawChunk& c,
   return verified_;
 }
 
-std::span<std::byte> Loader::Landing(const internal::RawChunk& c,
-                                     std::vector<std::byte>* scratch) {
+std::span<std::byte> Loader::Landing(const internal::RawChunk& c, std::vector<std::byte>* scratch) {
   if (o_.to_f32 && desc_.dtype != store::DType::kF32) {
     scratch->resize(c.payload_size);
     return *scratch;
@@ -297,12 +295,11 @@ Status Loader::Stream(int index, Part part) {
           Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
           break;
         }
-        if (chunk.first_row != next || chunk.row_count == 0 ||
-            chunk.row_count > part.end - next) {
-          chunk_error = Status::Corruption(
-              "table '" + desc_.name + "': server sent rows from " +
-              std::to_string(chunk.first_row) + " (" + std::to_string(chunk.row_count) +
-              " rows) where row " + std::to_string(next) + " was due");
+        if (chunk.first_row != next || chunk.row_count == 0 || chunk.row_count > part.end - next) {
+          chunk_error = Status::Corruption("table '" + desc_.name + "': server sent rows from " +
+                                           std::to_string(chunk.first_row) + " (" +
+                                           std::to_string(chunk.row_count) + " rows) where row " +
+                                           std::to_string(next) + " was due");
           break;
         }
         chunk_error = CheckChunk(chunk);
@@ -366,7 +363,7 @@ Status Loader::Stream(int index, Part part) {
     }
     if (++attempt >= o_.max_attempts) {
       return Status(last.code() == StatusCode::kCorruption ? StatusCode::kCorruption
-                                                            : StatusCode::kUnavailable,
+                                                           : StatusCode::kUnavailable,
                     "load of table '" + desc_.name + "' gave up at row " +
                         std::to_string(verified) + " after " + std::to_string(attempt) +
                         " failed attempts: " + last.message());
@@ -395,8 +392,8 @@ Result<LoadStats> Loader::Run() {
     auto local = client_.OpenLocal(desc_);
     if (local.ok()) {
       if (o_.on_event) {
-        o_.on_event({LoadEvent::Kind::kLocal, 0, begin_, "reading " + desc_.file->path +
-                                                             " directly"});
+        o_.on_event(
+            {LoadEvent::Kind::kLocal, 0, begin_, "reading " + desc_.file->path + " directly"});
       }
       return RunLocal(**local);
     }

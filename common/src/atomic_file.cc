@@ -54,7 +54,8 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path, 
       return Status::InvalidArgument("output path '" + path + "' is a directory");
     }
     if (!overwrite) {
-      return Status::AlreadyExists("'" + path + "' already exists; refusing to replace it "
+      return Status::AlreadyExists("'" + path +
+                                   "' already exists; refusing to replace it "
                                    "(use --force to replace it)");
     }
   }
@@ -63,8 +64,9 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path, 
     return Status::FromErrno("output directory '" + dir + "'", errno);
   }
   std::unique_ptr<AtomicFile> f(new AtomicFile(path, overwrite));
-  std::string tmpl = (dir == "." && path.find('/') == std::string::npos ? std::string() : dir + "/") +
-                     "." + base + ".tmp-XXXXXX";
+  std::string tmpl =
+      (dir == "." && path.find('/') == std::string::npos ? std::string() : dir + "/") + "." + base +
+      ".tmp-XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   int fd = ::mkostemp(buf.data(), O_CLOEXEC);
@@ -127,7 +129,8 @@ Status AtomicFile::Commit() {
     int err = errno;
     Abort();
     if (err == EEXIST) {
-      return Status::AlreadyExists("'" + path_ + "' appeared while it was being written; "
+      return Status::AlreadyExists("'" + path_ +
+                                   "' appeared while it was being written; "
                                    "refusing to replace it (use --force to replace it)");
     }
     return Status::FromErrno("rename '" + temp_path_ + "' to '" + path_ + "'", err);

@@ -1,13 +1,12 @@
 #include "embstore/common/atomic_file.h"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <fstream>
 #include <sstream>
-
-#include <gtest/gtest.h>
 
 namespace embstore {
 namespace {

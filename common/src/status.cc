@@ -7,22 +7,38 @@ namespace embstore {
 
 std::string_view StatusCodeName(StatusCode code) {
   switch (code) {
-    case StatusCode::kOk: return "ok";
-    case StatusCode::kInvalidArgument: return "invalid argument";
-    case StatusCode::kNotFound: return "not found";
-    case StatusCode::kAlreadyExists: return "already exists";
-    case StatusCode::kCorruption: return "corruption";
-    case StatusCode::kIOError: return "I/O error";
-    case StatusCode::kOutOfRange: return "out of range";
-    case StatusCode::kUnavailable: return "unavailable";
-    case StatusCode::kCancelled: return "cancelled";
-    case StatusCode::kDeadlineExceeded: return "deadline exceeded";
-    case StatusCode::kPermissionDenied: return "permission denied";
-    case StatusCode::kUnauthenticated: return "unauthenticated";
-    case StatusCode::kResourceExhausted: return "resource exhausted";
-    case StatusCode::kFailedPrecondition: return "failed precondition";
-    case StatusCode::kUnimplemented: return "unimplemented";
-    case StatusCode::kInternal: return "internal error";
+    case StatusCode::kOk:
+      return "ok";
+    case StatusCode::kInvalidArgument:
+      return "invalid argument";
+    case StatusCode::kNotFound:
+      return "not found";
+    case StatusCode::kAlreadyExists:
+      return "already exists";
+    case StatusCode::kCorruption:
+      return "corruption";
+    case StatusCode::kIOError:
+      return "I/O error";
+    case StatusCode::kOutOfRange:
+      return "out of range";
+    case StatusCode::kUnavailable:
+      return "unavailable";
+    case StatusCode::kCancelled:
+      return "cancelled";
+    case StatusCode::kDeadlineExceeded:
+      return "deadline exceeded";
+    case StatusCode::kPermissionDenied:
+      return "permission denied";
+    case StatusCode::kUnauthenticated:
+      return "unauthenticated";
+    case StatusCode::kResourceExhausted:
+      return "resource exhausted";
+    case StatusCode::kFailedPrecondition:
+      return "failed precondition";
+    case StatusCode::kUnimplemented:
+      return "unimplemented";
+    case StatusCode::kInternal:
+      return "internal error";
   }
   return "unknown";
 }
@@ -32,11 +48,15 @@ Status Status::FromErrno(std::string_view what, int err) {
   msg += ": ";
   msg += std::strerror(err);
   switch (err) {
-    case ENOENT: return NotFound(std::move(msg));
-    case EEXIST: return AlreadyExists(std::move(msg));
+    case ENOENT:
+      return NotFound(std::move(msg));
+    case EEXIST:
+      return AlreadyExists(std::move(msg));
     case EACCES:
-    case EPERM: return PermissionDenied(std::move(msg));
-    default: return IOError(std::move(msg));
+    case EPERM:
+      return PermissionDenied(std::move(msg));
+    default:
+      return IOError(std::move(msg));
   }
 }
 

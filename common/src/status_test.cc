@@ -1,8 +1,8 @@
 #include "embstore/common/status.h"
 
-#include <cerrno>
-
 #include <gtest/gtest.h>
+
+#include <cerrno>
 
 namespace embstore {
 namespace {

@@ -6,21 +6,20 @@
 // names the server, table, file or row). Buffers are filled in place: the Python side allocates
 // them (64-byte aligned, writable) and passes them in.
 #include <Python.h>
-
-#include <cstring>
-#include <functional>
-#include <map>
-#include <optional>
-#include <memory>
-#include <string>
-#include <vector>
-
 #include <nanobind/nanobind.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
+
+#include <cstring>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
 
 #include "embstore/client/client.h"
 #include "embstore/client/sharded.h"
@@ -38,18 +37,39 @@ namespace {
 [[noreturn]] void Raise(const Status& st) {
   const char* cls = "EmbstoreError";
   switch (st.code()) {
-    case StatusCode::kNotFound: cls = "NotFoundError"; break;
-    case StatusCode::kInvalidArgument: cls = "InvalidArgumentError"; break;
-    case StatusCode::kOutOfRange: cls = "OutOfRangeError"; break;
-    case StatusCode::kCorruption: cls = "CorruptionError"; break;
-    case StatusCode::kUnavailable: cls = "UnavailableError"; break;
-    case StatusCode::kDeadlineExceeded: cls = "DeadlineExceededError"; break;
+    case StatusCode::kNotFound:
+      cls = "NotFoundError";
+      break;
+    case StatusCode::kInvalidArgument:
+      cls = "InvalidArgumentError";
+      break;
+    case StatusCode::kOutOfRange:
+      cls = "OutOfRangeError";
+      break;
+    case StatusCode::kCorruption:
+      cls = "CorruptionError";
+      break;
+    case StatusCode::kUnavailable:
+      cls = "UnavailableError";
+      break;
+    case StatusCode::kDeadlineExceeded:
+      cls = "DeadlineExceededError";
+      break;
     case StatusCode::kUnauthenticated:
-    case StatusCode::kPermissionDenied: cls = "PermissionError_"; break;
-    case StatusCode::kAlreadyExists: cls = "AlreadyExistsError"; break;
-    case StatusCode::kFailedPrecondition: cls = "FailedPreconditionError"; break;
-    case StatusCode::kCancelled: cls = "CancelledError"; break;
-    default: break;
+    case StatusCode::kPermissionDenied:
+      cls = "PermissionError_";
+      break;
+    case StatusCode::kAlreadyExists:
+      cls = "AlreadyExistsError";
+      break;
+    case StatusCode::kFailedPrecondition:
+      cls = "FailedPreconditionError";
+      break;
+    case StatusCode::kCancelled:
+      cls = "CancelledError";
+      break;
+    default:
+      break;
   }
   nb::object errors = nb::module_::import_("embstore.errors");
   nb::object type = errors.attr(cls);
@@ -227,9 +247,9 @@ class PyClient {
 };
 
 client::ConnectOptions MakeConnectOptions(const std::string& target, const std::string& token,
-                                          bool tls, const std::string& ca,
-                                          const std::string& cert, const std::string& key,
-                                          const std::string& server_name, double rpc_timeout) {
+                                          bool tls, const std::string& ca, const std::string& cert,
+                                          const std::string& key, const std::string& server_name,
+                                          double rpc_timeout) {
   client::ConnectOptions o;
   o.target = target;
   o.token = token;
@@ -395,7 +415,8 @@ class PyTable {
   }
 
   std::vector<std::string> Keys(std::uint64_t begin, std::optional<std::uint64_t> end) const {
-    if (!table_->has_keys()) Raise(Status::FailedPrecondition("'" + table_->path() + "' has no keys"));
+    if (!table_->has_keys())
+      Raise(Status::FailedPrecondition("'" + table_->path() + "' has no keys"));
     std::uint64_t e = end.value_or(table_->rows());
     Check(table_->RowBytes(begin, e).status());
     std::vector<std::string> out;
@@ -426,8 +447,9 @@ NB_MODULE(_native, m) {
   using embstore::python::PyTable;
   m.doc() = "Native core of the embstore package (embstore::client and embstore::store).";
   m.attr("__version__") = std::string(embstore::store::EmbstoreVersion());
-  m.def("active_kernel", [] { return std::string(embstore::store::ActiveKernelName()); },
-        "Name of the SIMD kernel used for dtype conversion on this machine.");
+  m.def(
+      "active_kernel", [] { return std::string(embstore::store::ActiveKernelName()); },
+      "Name of the SIMD kernel used for dtype conversion on this machine.");
 
   nb::class_<PyClient>(m, "Client")
       .def(nb::init<const std::string&, const std::string&, bool, const std::string&,

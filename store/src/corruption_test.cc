@@ -1,10 +1,10 @@
 // Every rejection path of Table::Open, fed the bad file itself.
+#include <gtest/gtest.h>
+
 #include <cstring>
 #include <functional>
-#include <random>
-
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <random>
 
 #include "embstore/store/table.h"
 #include "test_util.h"
@@ -50,8 +50,7 @@ class Corruption : public ::testing::Test {
 
   // Expects Open of a header edited by `edit` to fail with Corruption mentioning `needle`.
   void ExpectHeaderRejected(const std::function<void(nlohmann::ordered_json&)>& edit,
-                            const std::string& needle,
-                            StatusCode code = StatusCode::kCorruption) {
+                            const std::string& needle, StatusCode code = StatusCode::kCorruption) {
     nlohmann::ordered_json j = json_;
     edit(j);
     Status st = OpenBytes(WithHeader(j));
@@ -124,7 +123,10 @@ TEST_F(Corruption, RejectsHeaderLiesAboutShape) {
   ExpectHeaderRejected([](auto& j) { j["embedding"]["shape"][1] = 0; }, "dim is 0");
   ExpectHeaderRejected([](auto& j) { j["embedding"]["shape"][0] = -1; }, "non-negative");
   ExpectHeaderRejected(
-      [](auto& j) { j["embedding"]["shape"] = {std::uint64_t{1} << 62, 8}; }, "embedding");
+      [](auto& j) {
+        j["embedding"]["shape"] = {std::uint64_t{1} << 62, 8};
+      },
+      "embedding");
 }
 
 TEST_F(Corruption, RejectsHeaderLiesAboutDtype) {

@@ -73,9 +73,12 @@ const DTypeKernels& ActiveKernels() {
 
 std::string_view DTypeName(DType t) {
   switch (t) {
-    case DType::kF32: return "F32";
-    case DType::kF16: return "F16";
-    case DType::kBF16: return "BF16";
+    case DType::kF32:
+      return "F32";
+    case DType::kF16:
+      return "F16";
+    case DType::kBF16:
+      return "BF16";
   }
   return "?";
 }
@@ -100,9 +103,12 @@ bool OverflowsTo(DType t, float f) {
   if (!std::isfinite(f)) return false;
   std::uint32_t mag = kernels::scalar::Bits(f) & 0x7FFFFFFFu;
   switch (t) {
-    case DType::kF32: return false;
-    case DType::kF16: return mag >= 0x477FF000u;   // >= 65520 rounds to inf
-    case DType::kBF16: return mag >= 0x7F7F8000u;  // halfway past the largest bfloat16
+    case DType::kF32:
+      return false;
+    case DType::kF16:
+      return mag >= 0x477FF000u;  // >= 65520 rounds to inf
+    case DType::kBF16:
+      return mag >= 0x7F7F8000u;  // halfway past the largest bfloat16
   }
   return false;
 }
@@ -111,7 +117,9 @@ void ConvertToF32(DType t, std::span<const std::byte> src, std::span<float> dst)
   if (dst.empty()) return;  // an empty span may carry a null pointer, which memcpy must not get
   const auto& k = kernels::ActiveKernels();
   switch (t) {
-    case DType::kF32: std::memcpy(dst.data(), src.data(), dst.size() * 4); return;
+    case DType::kF32:
+      std::memcpy(dst.data(), src.data(), dst.size() * 4);
+      return;
     case DType::kF16: {
       // Table data is 2-byte aligned in the mapping (the matrix starts on a page boundary).
       k.f16_to_f32(reinterpret_cast<const std::uint16_t*>(src.data()), dst.data(), dst.size());
@@ -133,7 +141,9 @@ std::optional<std::size_t> ConvertFromF32(DType t, std::span<const float> src,
   if (src.empty()) return std::nullopt;
   const auto& k = kernels::ActiveKernels();
   switch (t) {
-    case DType::kF32: std::memcpy(dst.data(), src.data(), src.size() * 4); break;
+    case DType::kF32:
+      std::memcpy(dst.data(), src.data(), src.size() * 4);
+      break;
     case DType::kF16:
       k.f32_to_f16(src.data(), reinterpret_cast<std::uint16_t*>(dst.data()), src.size());
       break;

@@ -1,12 +1,12 @@
 #include "embstore/store/dtype.h"
 
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "dtype_kernels.h"
 
@@ -65,8 +65,8 @@ TEST(DType, F16ScalarKnownValues) {
   EXPECT_EQ(F32ToF16(1.0f), 0x3C00);
   EXPECT_EQ(F32ToF16(-2.0f), 0xC000);
   EXPECT_EQ(F32ToF16(65504.0f), 0x7BFF);
-  EXPECT_EQ(F32ToF16(65519.996f), 0x7BFF);  // just below the halfway point to infinity
-  EXPECT_EQ(F32ToF16(65520.0f), 0x7C00);    // halfway, ties to even: infinity
+  EXPECT_EQ(F32ToF16(65519.996f), 0x7BFF);     // just below the halfway point to infinity
+  EXPECT_EQ(F32ToF16(65520.0f), 0x7C00);       // halfway, ties to even: infinity
   EXPECT_EQ(F32ToF16(5.9604645e-8f), 0x0001);  // smallest subnormal
   EXPECT_EQ(F32ToF16(2.9802322e-8f), 0x0000);  // exactly half of it: ties to even, zero
   EXPECT_EQ(F32ToF16(2.9802326e-8f), 0x0001);  // a hair above half: rounds up
@@ -94,7 +94,7 @@ TEST(DType, BF16ScalarRoundsToNearestEven) {
   EXPECT_EQ(F32ToBF16(FromBits(0x3F808000)), 0x3F80);  // halfway, even stays
   EXPECT_EQ(F32ToBF16(FromBits(0x3F818000)), 0x3F82);  // halfway, odd rounds up
   EXPECT_EQ(F32ToBF16(FromBits(0x3F808001)), 0x3F81);
-  EXPECT_EQ(F32ToBF16(FromBits(0x7F7FFFFF)), 0x7F80);  // overflows to infinity
+  EXPECT_EQ(F32ToBF16(FromBits(0x7F7FFFFF)), 0x7F80);           // overflows to infinity
   EXPECT_EQ(F32ToBF16(FromBits(0x7F800001)) & 0x7FC0, 0x7FC0);  // NaN stays NaN
   EXPECT_EQ(BF16ToF32(0x3F80), 1.0f);
 }

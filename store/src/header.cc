@@ -1,7 +1,6 @@
 #include "header.h"
 
 #include <algorithm>
-
 #include <nlohmann/json.hpp>
 
 namespace embstore::store {

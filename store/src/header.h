@@ -15,9 +15,9 @@ namespace embstore::store {
 // One entry of the header: a tensor and its byte range in the data buffer.
 struct TensorEntry {
   std::string name;
-  std::string dtype;                 // safetensors spelling: "F32", "U64", "U8", ...
+  std::string dtype;  // safetensors spelling: "F32", "U64", "U8", ...
   std::vector<std::uint64_t> shape;
-  std::uint64_t begin = 0;           // data_offsets, relative to the data buffer
+  std::uint64_t begin = 0;  // data_offsets, relative to the data buffer
   std::uint64_t end = 0;
 };
 

@@ -4,14 +4,13 @@
 
 #include <algorithm>
 #include <bit>
+#include <boost/interprocess/file_mapping.hpp>
+#include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
 #include <charconv>
 #include <cstring>
 #include <limits>
 #include <vector>
-
-#include <boost/interprocess/file_mapping.hpp>
-#include <boost/interprocess/mapped_region.hpp>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -107,8 +106,9 @@ Status Table::Parse() {
   }
   const std::string* version = meta(kMetaVersion);
   int v = 0;
-  if (!version || std::from_chars(version->data(), version->data() + version->size(), v).ec !=
-                      std::errc() || v < 1) {
+  if (!version ||
+      std::from_chars(version->data(), version->data() + version->size(), v).ec != std::errc() ||
+      v < 1) {
     return bad("missing or invalid " + std::string(kMetaVersion));
   }
   if (v > kFormatVersion) {
@@ -141,8 +141,7 @@ Status Table::Parse() {
   for (const auto& t : h.tensors) {
     if (t.begin != expect) {
       return bad("tensor '" + t.name + "' starts at byte " + std::to_string(t.begin) +
-                 " of the data buffer, expected " + std::to_string(expect) +
-                 " (overlap or hole)");
+                 " of the data buffer, expected " + std::to_string(expect) + " (overlap or hole)");
     }
     expect = t.end;
   }
@@ -240,8 +239,8 @@ Status Table::Parse() {
       std::uint64_t end = LoadU64(key_offsets_ + 8 * (r + 1));
       if (end <= prev || end - prev > kMaxKeyBytes || end > key_bytes_size_) {
         return bad("key of row " + std::to_string(r) + " spans " + Range(prev, end) +
-                   ", which is empty, too long or outside the " +
-                   std::to_string(key_bytes_size_) + " key bytes");
+                   ", which is empty, too long or outside the " + std::to_string(key_bytes_size_) +
+                   " key bytes");
       }
       prev = end;
     }
@@ -293,9 +292,8 @@ template <typename T>
 Result<std::span<const T>> Table::Rows(std::uint64_t begin, std::uint64_t end) const {
   constexpr bool is_f32 = std::is_same_v<T, float>;
   if (is_f32 != (dtype_ == DType::kF32)) {
-    return Status::InvalidArgument("table '" + path_ + "' holds " +
-                                   std::string(DTypeName(dtype_)) + ", not " +
-                                   (is_f32 ? "F32" : "a 16-bit type"));
+    return Status::InvalidArgument("table '" + path_ + "' holds " + std::string(DTypeName(dtype_)) +
+                                   ", not " + (is_f32 ? "F32" : "a 16-bit type"));
   }
   EMBSTORE_ASSIGN_OR_RETURN(auto bytes, RowBytes(begin, end));
   return std::span<const T>(reinterpret_cast<const T*>(bytes.data()), bytes.size() / sizeof(T));
@@ -303,15 +301,14 @@ Result<std::span<const T>> Table::Rows(std::uint64_t begin, std::uint64_t end) c
 
 template Result<std::span<const float>> Table::Rows<float>(std::uint64_t, std::uint64_t) const;
 template Result<std::span<const std::uint16_t>> Table::Rows<std::uint16_t>(std::uint64_t,
-                                                                            std::uint64_t) const;
+                                                                           std::uint64_t) const;
 
 Status Table::ReadRowsF32(std::uint64_t begin, std::uint64_t end, std::span<float> out) const {
   EMBSTORE_ASSIGN_OR_RETURN(auto bytes, RowBytes(begin, end));
   if (out.size() != (end - begin) * dim_) {
-    return Status::InvalidArgument("table '" + path_ + "': output holds " +
-                                   std::to_string(out.size()) + " floats, rows " +
-                                   Range(begin, end) + " need " +
-                                   std::to_string((end - begin) * dim_));
+    return Status::InvalidArgument(
+        "table '" + path_ + "': output holds " + std::to_string(out.size()) + " floats, rows " +
+        Range(begin, end) + " need " + std::to_string((end - begin) * dim_));
   }
   ConvertToF32(dtype_, bytes, out);
   return Status::OK();
@@ -335,8 +332,8 @@ Status Table::VerifyRows(std::uint64_t begin, std::uint64_t end) const {
       char buf[96];
       std::snprintf(buf, sizeof buf, ": stored %016llx, computed %016llx",
                     static_cast<unsigned long long>(want), static_cast<unsigned long long>(got));
-      return Status::Corruption("'" + path_ + "': checksum mismatch in block " +
-                                std::to_string(b) + " (rows " + Range(first, last) + ")" + buf);
+      return Status::Corruption("'" + path_ + "': checksum mismatch in block " + std::to_string(b) +
+                                " (rows " + Range(first, last) + ")" + buf);
     }
   }
   return Status::OK();
@@ -344,8 +341,8 @@ Status Table::VerifyRows(std::uint64_t begin, std::uint64_t end) const {
 
 Status Table::VerifyAll(const ProgressFn& progress) const {
   const std::uint64_t total = rows_ * row_bytes_;
-  const std::uint64_t step = std::max<std::uint64_t>(1, (64u << 20) / std::max<std::uint64_t>(
-                                                            1, block_rows_ * row_bytes_));
+  const std::uint64_t step = std::max<std::uint64_t>(
+      1, (64u << 20) / std::max<std::uint64_t>(1, block_rows_ * row_bytes_));
   for (std::uint64_t b = 0; b < num_blocks_; b += step) {
     std::uint64_t end = std::min(rows_, (b + step) * block_rows_);
     EMBSTORE_RETURN_NOT_OK(VerifyRows(b * block_rows_, end));

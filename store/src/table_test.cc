@@ -1,11 +1,10 @@
 #include "embstore/store/table.h"
 
 #include <fcntl.h>
+#include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <cstring>
-
-#include <gtest/gtest.h>
 
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
@@ -109,7 +108,7 @@ TEST(Table, TableWithoutKeysAnswersNoKey) {
 TEST(Table, ReadsPastFourGibibytes) {
   const std::uint64_t dim = 1024;
   const std::uint64_t rows = (5ull << 30) / (dim * 4) + 3;  // a little over 5 GiB
-  const std::uint64_t block_rows = 256;                      // 1 MiB blocks
+  const std::uint64_t block_rows = 256;                     // 1 MiB blocks
   const std::uint64_t blocks = (rows + block_rows - 1) / block_rows;
   const std::uint64_t matrix = rows * dim * 4;
   const std::uint64_t data_offset = 4096;
@@ -125,8 +124,10 @@ TEST(Table, ReadsPastFourGibibytes) {
   sums.back() = Checksum64(last_block);
 
   HeaderContent h;
-  h.metadata = {{"embstore.format", "embstore-table"}, {"embstore.version", "1"},
-                {"embstore.checksum", "xxh3-64"}, {"embstore.block_rows", std::to_string(block_rows)}};
+  h.metadata = {{"embstore.format", "embstore-table"},
+                {"embstore.version", "1"},
+                {"embstore.checksum", "xxh3-64"},
+                {"embstore.block_rows", std::to_string(block_rows)}};
   h.tensors = {{"embedding", "F32", {rows, dim}, 0, matrix},
                {"checksums", "U64", {blocks}, matrix, matrix + blocks * 8}};
   std::string json = *SerializeHeader(h);

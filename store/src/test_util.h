@@ -43,7 +43,8 @@ inline std::vector<float> RandomMatrix(std::uint64_t rows, std::uint64_t dim, un
 
 inline std::vector<std::string> MakeKeys(std::uint64_t rows) {
   std::vector<std::string> keys;
-  for (std::uint64_t r = 0; r < rows; ++r) keys.push_back("word_" + std::to_string(r * 7919 % 100003) + "_" + std::to_string(r));
+  for (std::uint64_t r = 0; r < rows; ++r)
+    keys.push_back("word_" + std::to_string(r * 7919 % 100003) + "_" + std::to_string(r));
   return keys;
 }
 

@@ -1,12 +1,13 @@
 #include "embstore/store/writer.h"
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <bit>
+#include <cerrno>
 #include <chrono>
 #include <cstring>
 #include <ctime>
-#include <cerrno>
-#include <unistd.h>
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -118,10 +119,10 @@ Status TableWriter::Init() {
       {std::string(kMetaChecksum), std::string(kChecksumName)},
       {std::string(kMetaBlockRows), std::to_string(block_rows_)},
       {std::string(kMetaCreated),
-       Rfc3339Utc(std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count())},
-      {std::string(kMetaCreator), options_.creator.empty()
-                                      ? "embstore " + std::string(EmbstoreVersion())
-                                      : options_.creator},
+       Rfc3339Utc(
+           std::chrono::duration_cast<std::chrono::seconds>(now.time_since_epoch()).count())},
+      {std::string(kMetaCreator),
+       options_.creator.empty() ? "embstore " + std::string(EmbstoreVersion()) : options_.creator},
   };
   if (options_.source) {
     metadata_.emplace_back(kMetaSourceName, options_.source->name);
@@ -131,8 +132,8 @@ Status TableWriter::Init() {
   for (const auto& kv : options_.metadata) metadata_.push_back(kv);
 
   // Reserve room for the largest header these options can produce: every number at its widest.
-  HeaderContent widest{metadata_, Tensors(options_.dtype, 0, options_.dim, 0, options_.with_keys,
-                                          0, 0, /*widest=*/true)};
+  HeaderContent widest{metadata_, Tensors(options_.dtype, 0, options_.dim, 0, options_.with_keys, 0,
+                                          0, /*widest=*/true)};
   auto json = SerializeHeader(widest);
   if (!json.ok()) return json.status().WithContext("table '" + path_ + "'");
   std::uint64_t need = 8 + json->size();
@@ -209,11 +210,10 @@ Status TableWriter::AppendRowsF32(std::span<const float> values, OverflowPolicy 
   std::vector<std::byte> enc(values.size() * DTypeSize(options_.dtype));
   auto bad = ConvertFromF32(options_.dtype, values, enc, overflow);
   if (bad) {
-    return Fail(Status::OutOfRange(
-        "table '" + path_ + "': value " + std::to_string(values[*bad]) + " at row " +
-        std::to_string(rows_ + *bad / options_.dim) + ", column " +
-        std::to_string(*bad % options_.dim) + " is too large for " +
-        std::string(DTypeName(options_.dtype))));
+    return Fail(Status::OutOfRange("table '" + path_ + "': value " + std::to_string(values[*bad]) +
+                                   " at row " + std::to_string(rows_ + *bad / options_.dim) +
+                                   ", column " + std::to_string(*bad % options_.dim) +
+                                   " is too large for " + std::string(DTypeName(options_.dtype))));
   }
   return AppendRows(enc);
 }
@@ -226,8 +226,8 @@ Status TableWriter::OverwriteRows(std::uint64_t first_row, std::span<const std::
       encoded.size() / row_bytes_ > rows_ - first_row) {
     return Fail(Status::InvalidArgument("table '" + path_ + "': cannot overwrite " +
                                         std::to_string(encoded.size()) + " bytes at row " +
-                                        std::to_string(first_row) + " of " +
-                                        std::to_string(rows_) + " written rows"));
+                                        std::to_string(first_row) + " of " + std::to_string(rows_) +
+                                        " written rows"));
   }
   std::uint64_t nrows = encoded.size() / row_bytes_;
   if (nrows == 0) return Status::OK();
@@ -258,10 +258,10 @@ Status TableWriter::AppendKeys(std::span<const std::string_view> keys) {
   }
   for (std::string_view k : keys) {
     if (k.empty() || k.size() > kMaxKeyBytes) {
-      return Fail(Status::InvalidArgument(
-          "table '" + path_ + "': key for row " + std::to_string(key_ends_.size()) + " is " +
-          std::to_string(k.size()) + " bytes; keys must be 1 to " +
-          std::to_string(kMaxKeyBytes) + " bytes"));
+      return Fail(Status::InvalidArgument("table '" + path_ + "': key for row " +
+                                          std::to_string(key_ends_.size()) + " is " +
+                                          std::to_string(k.size()) + " bytes; keys must be 1 to " +
+                                          std::to_string(kMaxKeyBytes) + " bytes"));
     }
     key_bytes_.append(k);
     key_ends_.push_back(key_bytes_.size());
@@ -315,8 +315,7 @@ Status TableWriter::Finish() {
   }
   if (options_.with_keys && key_ends_.size() != rows_) {
     return Fail(Status::InvalidArgument("table '" + path_ + "': " + std::to_string(rows_) +
-                                        " rows but " + std::to_string(key_ends_.size()) +
-                                        " keys"));
+                                        " rows but " + std::to_string(key_ends_.size()) + " keys"));
   }
   EMBSTORE_RETURN_NOT_OK(FlushBuffer());
   if (block_fill_ > 0) {
@@ -349,9 +348,9 @@ Status TableWriter::Finish() {
   Status st = WriteTail(data_end);
   if (!st.ok()) return Fail(st);
 
-  HeaderContent header{metadata_,
-                       Tensors(options_.dtype, rows_, options_.dim, checksums_.size(),
-                               options_.with_keys, KeySlotsFor(rows_), key_bytes_.size(), false)};
+  HeaderContent header{
+      metadata_, Tensors(options_.dtype, rows_, options_.dim, checksums_.size(), options_.with_keys,
+                         KeySlotsFor(rows_), key_bytes_.size(), false)};
   auto json = SerializeHeader(header);
   if (!json.ok()) return Fail(json.status());
   std::string head;

@@ -1,11 +1,10 @@
 #include "embstore/store/writer.h"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 
 #include <cstring>
-
-#include <gtest/gtest.h>
 
 #include "embstore/store/format.h"
 #include "embstore/store/table.h"

@@ -3,11 +3,10 @@
 // Value of row r, column c: ((r * 31 + c * 7) % 256 - 128) / 4, exact in F32, F16 and BF16, so a
 // reader in any language can check every element without the writer's help. Key of row r:
 // "k<r>" (or, with --unicode-keys, "ключ<r>").
+#include <CLI/CLI.hpp>
 #include <cstdio>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
 
 #include "embstore/store/writer.h"
 

@@ -41,16 +41,16 @@ namespace embstore::client {
 
 struct TlsOptions {
   bool enabled = false;
-  std::string ca_file;           // PEM roots to trust; empty: the system's roots
-  std::string cert_file;         // PEM client certificate (for servers that require one)
-  std::string key_file;          // PEM client key
-  std::string server_name;       // override the name checked against the server certificate
+  std::string ca_file;      // PEM roots to trust; empty: the system's roots
+  std::string cert_file;    // PEM client certificate (for servers that require one)
+  std::string key_file;     // PEM client key
+  std::string server_name;  // override the name checked against the server certificate
 };
 
 struct ConnectOptions {
-  std::string target;            // "host:port" or "unix:/path"
+  std::string target;  // "host:port" or "unix:/path"
   TlsOptions tls;
-  std::string token;             // sent as "authorization: Bearer <token>" when not empty
+  std::string token;  // sent as "authorization: Bearer <token>" when not empty
   std::chrono::milliseconds rpc_timeout{30000};  // for unary calls (List, Describe, Lookup)
 };
 
@@ -99,19 +99,19 @@ class CancelToken {
 struct LoadEvent {
   enum class Kind { kResume, kBadChunk, kLocal };
   Kind kind;
-  int stream = 0;                // which parallel stream
-  std::uint64_t row = 0;         // where it resumes / the chunk's first row
+  int stream = 0;         // which parallel stream
+  std::uint64_t row = 0;  // where it resumes / the chunk's first row
   std::string message;
 };
 
 struct LoadOptions {
   std::uint64_t begin_row = 0;
   std::optional<std::uint64_t> end_row;  // default: the table's last row
-  int streams = 0;               // parallel streams; 0 picks DefaultStreams() (capped by size)
-  std::uint64_t chunk_bytes = 0; // 0: the server's default
-  bool to_f32 = false;           // convert F16/BF16 to f32 into the buffer (SIMD)
-  bool verify = true;            // check block checksums (always on for streamed chunks)
-  bool allow_local = true;       // use the local fast path when the file is reachable
+  int streams = 0;                // parallel streams; 0 picks DefaultStreams() (capped by size)
+  std::uint64_t chunk_bytes = 0;  // 0: the server's default
+  bool to_f32 = false;            // convert F16/BF16 to f32 into the buffer (SIMD)
+  bool verify = true;             // check block checksums (always on for streamed chunks)
+  bool allow_local = true;        // use the local fast path when the file is reachable
   // Whole-load deadline; zero means none. Past it, Load() fails with DeadlineExceeded.
   std::chrono::milliseconds timeout{0};
   // Consecutive failed attempts of one stream, without progress in between, before giving up.
@@ -134,9 +134,9 @@ struct LoadStats {
   std::uint64_t wire_bytes = 0;  // payload bytes received (refetches included)
   double seconds = 0;
   int streams = 0;
-  int resumes = 0;               // streams restarted after a failure
-  int bad_chunks = 0;            // chunks that failed verification and were fetched again
-  bool local = false;            // served by the local fast path
+  int resumes = 0;     // streams restarted after a failure
+  int bad_chunks = 0;  // chunks that failed verification and were fetched again
+  bool local = false;  // served by the local fast path
   std::uint64_t content_id = 0;
 };
 
@@ -178,8 +178,7 @@ class Client {
   Result<std::shared_ptr<const store::Table>> OpenLocal(const TableDesc& desc);
 
   Result<LookupResult> LookupRows(const std::string& table, std::span<const std::uint64_t> rows);
-  Result<LookupResult> LookupKeys(const std::string& table,
-                                  std::span<const std::string> keys);
+  Result<LookupResult> LookupKeys(const std::string& table, std::span<const std::string> keys);
 
   // Keys of rows [begin, end) (end: nullopt for all), in row order.
   Result<std::vector<std::string>> Keys(const std::string& table, std::uint64_t begin = 0,

@@ -1,8 +1,8 @@
 // Status and Result<T>: how every fallible embstore call reports failure.
 //
-// A Status is either OK or carries a code and a human-readable message. The message always names the
-// thing that failed (a file, a table, a request) and says what was expected and what was found. OK
-// costs nothing: no allocation, one byte of code and an empty string.
+// A Status is either OK or carries a code and a human-readable message. The message always names
+// the thing that failed (a file, a table, a request) and says what was expected and what was found.
+// OK costs nothing: no allocation, one byte of code and an empty string.
 //
 // Result<T> holds either a value or a non-OK Status. Both types are [[nodiscard]]; propagate with
 // EMBSTORE_RETURN_NOT_OK and EMBSTORE_ASSIGN_OR_RETURN. Exceptions never cross these APIs: they are
@@ -22,21 +22,21 @@ namespace embstore {
 
 enum class StatusCode : unsigned char {
   kOk = 0,
-  kInvalidArgument,    // the caller asked for something malformed (bad flag, bad row range)
-  kNotFound,           // a file, table or key does not exist
-  kAlreadyExists,      // refusing to replace something that exists
-  kCorruption,         // a file's bytes contradict the format (docs/FORMAT.md)
-  kIOError,            // the operating system refused a read, write, map or rename
-  kOutOfRange,         // a row index or value past what the data holds
-  kUnavailable,        // a peer cannot be reached right now; retrying may help
-  kCancelled,          // the caller cancelled
-  kDeadlineExceeded,   // a deadline passed
-  kPermissionDenied,   // authenticated but not allowed
-  kUnauthenticated,    // no or wrong credentials
-  kResourceExhausted,  // a configured limit was hit
-  kFailedPrecondition, // the system is not in a state where this can run
+  kInvalidArgument,     // the caller asked for something malformed (bad flag, bad row range)
+  kNotFound,            // a file, table or key does not exist
+  kAlreadyExists,       // refusing to replace something that exists
+  kCorruption,          // a file's bytes contradict the format (docs/FORMAT.md)
+  kIOError,             // the operating system refused a read, write, map or rename
+  kOutOfRange,          // a row index or value past what the data holds
+  kUnavailable,         // a peer cannot be reached right now; retrying may help
+  kCancelled,           // the caller cancelled
+  kDeadlineExceeded,    // a deadline passed
+  kPermissionDenied,    // authenticated but not allowed
+  kUnauthenticated,     // no or wrong credentials
+  kResourceExhausted,   // a configured limit was hit
+  kFailedPrecondition,  // the system is not in a state where this can run
   kUnimplemented,
-  kInternal,           // a bug in embstore
+  kInternal,  // a bug in embstore
 };
 
 // Stable lower-case name of a code, e.g. "corruption".
@@ -48,7 +48,9 @@ class [[nodiscard]] Status {
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
 
   static Status OK() { return Status(); }
-  static Status InvalidArgument(std::string m) { return {StatusCode::kInvalidArgument, std::move(m)}; }
+  static Status InvalidArgument(std::string m) {
+    return {StatusCode::kInvalidArgument, std::move(m)};
+  }
   static Status NotFound(std::string m) { return {StatusCode::kNotFound, std::move(m)}; }
   static Status AlreadyExists(std::string m) { return {StatusCode::kAlreadyExists, std::move(m)}; }
   static Status Corruption(std::string m) { return {StatusCode::kCorruption, std::move(m)}; }
@@ -56,11 +58,21 @@ class [[nodiscard]] Status {
   static Status OutOfRange(std::string m) { return {StatusCode::kOutOfRange, std::move(m)}; }
   static Status Unavailable(std::string m) { return {StatusCode::kUnavailable, std::move(m)}; }
   static Status Cancelled(std::string m) { return {StatusCode::kCancelled, std::move(m)}; }
-  static Status DeadlineExceeded(std::string m) { return {StatusCode::kDeadlineExceeded, std::move(m)}; }
-  static Status PermissionDenied(std::string m) { return {StatusCode::kPermissionDenied, std::move(m)}; }
-  static Status Unauthenticated(std::string m) { return {StatusCode::kUnauthenticated, std::move(m)}; }
-  static Status ResourceExhausted(std::string m) { return {StatusCode::kResourceExhausted, std::move(m)}; }
-  static Status FailedPrecondition(std::string m) { return {StatusCode::kFailedPrecondition, std::move(m)}; }
+  static Status DeadlineExceeded(std::string m) {
+    return {StatusCode::kDeadlineExceeded, std::move(m)};
+  }
+  static Status PermissionDenied(std::string m) {
+    return {StatusCode::kPermissionDenied, std::move(m)};
+  }
+  static Status Unauthenticated(std::string m) {
+    return {StatusCode::kUnauthenticated, std::move(m)};
+  }
+  static Status ResourceExhausted(std::string m) {
+    return {StatusCode::kResourceExhausted, std::move(m)};
+  }
+  static Status FailedPrecondition(std::string m) {
+    return {StatusCode::kFailedPrecondition, std::move(m)};
+  }
   static Status Unimplemented(std::string m) { return {StatusCode::kUnimplemented, std::move(m)}; }
   static Status Internal(std::string m) { return {StatusCode::kInternal, std::move(m)}; }
 
@@ -90,7 +102,7 @@ class [[nodiscard]] Status {
 template <typename T>
 class [[nodiscard]] Result {
  public:
-  Result(T value) : v_(std::move(value)) {}  // NOLINT(google-explicit-constructor)
+  Result(T value) : v_(std::move(value)) {}        // NOLINT(google-explicit-constructor)
   Result(Status status) : v_(std::move(status)) {  // NOLINT(google-explicit-constructor)
     assert(!std::get<Status>(v_).ok() && "Result built from an OK Status");
     if (std::get<Status>(v_).ok()) v_ = Status::Internal("Result built from an OK Status");
@@ -119,10 +131,10 @@ class [[nodiscard]] Result {
 #define EMBSTORE_CONCAT_(a, b) EMBSTORE_CONCAT_INNER_(a, b)
 
 // Returns the Status of `expr` from the enclosing function when it is not OK.
-#define EMBSTORE_RETURN_NOT_OK(expr)                   \
-  do {                                                 \
-    ::embstore::Status _embstore_st = (expr);          \
-    if (!_embstore_st.ok()) return _embstore_st;       \
+#define EMBSTORE_RETURN_NOT_OK(expr)             \
+  do {                                           \
+    ::embstore::Status _embstore_st = (expr);    \
+    if (!_embstore_st.ok()) return _embstore_st; \
   } while (0)
 
 #define EMBSTORE_ASSIGN_OR_RETURN_IMPL_(tmp, lhs, expr) \

@@ -35,19 +35,19 @@ namespace embstore::store {
 
 // Where the table's data came from; recorded in the metadata ("embstore.source.*").
 struct SourceInfo {
-  std::string name;            // file name as given, e.g. "vectors.txt.gz" or "-" for stdin
-  std::uint64_t size = 0;      // bytes
-  std::int64_t mtime_unix = 0; // seconds since the epoch
+  std::string name;             // file name as given, e.g. "vectors.txt.gz" or "-" for stdin
+  std::uint64_t size = 0;       // bytes
+  std::int64_t mtime_unix = 0;  // seconds since the epoch
 };
 
 struct WriterOptions {
   DType dtype = DType::kF32;
-  std::uint64_t dim = 0;       // required: values per row, > 0
-  bool with_keys = false;      // every row gets exactly one key (AppendKeys)
-  bool overwrite = false;      // replace an existing file at the path, on success only
+  std::uint64_t dim = 0;         // required: values per row, > 0
+  bool with_keys = false;        // every row gets exactly one key (AppendKeys)
+  bool overwrite = false;        // replace an existing file at the path, on success only
   std::uint64_t block_rows = 0;  // rows per checksum block; 0 picks DefaultBlockRows()
   std::optional<SourceInfo> source;
-  std::string creator;         // default: "embstore <version>"
+  std::string creator;  // default: "embstore <version>"
   // User metadata, stored verbatim. Keys must be non-empty and must not start with "embstore.".
   std::map<std::string, std::string> metadata;
 };
@@ -112,12 +112,12 @@ class TableWriter {
   std::size_t row_bytes_ = 0;
   std::uint64_t rows_ = 0;
   std::uint64_t block_rows_ = 0;
-  std::uint64_t data_start_ = 0;      // file offset of the matrix, reserved at Create()
+  std::uint64_t data_start_ = 0;  // file offset of the matrix, reserved at Create()
   std::vector<std::pair<std::string, std::string>> metadata_;  // header __metadata__
-  std::string buffer_;                // pending matrix bytes, written at data_start_ + flushed_
-  std::uint64_t flushed_ = 0;         // matrix bytes already written
-  std::unique_ptr<Hasher> hasher_;    // checksum of the block being appended
-  std::uint64_t block_fill_ = 0;      // bytes of the current block hashed so far
+  std::string buffer_;              // pending matrix bytes, written at data_start_ + flushed_
+  std::uint64_t flushed_ = 0;       // matrix bytes already written
+  std::unique_ptr<Hasher> hasher_;  // checksum of the block being appended
+  std::uint64_t block_fill_ = 0;    // bytes of the current block hashed so far
   std::vector<std::uint64_t> checksums_;
   std::vector<std::uint64_t> dirty_blocks_;  // rewritten by OverwriteRows; rehashed at Finish
   std::string key_bytes_;
