@@ -3,7 +3,6 @@
 #ifndef EMBSTORE_SERVER_SRC_TRANSPORT_GRPC_TEST_UTIL_H_
 #define EMBSTORE_SERVER_SRC_TRANSPORT_GRPC_TEST_UTIL_H_
 
-#include <grpc/grpc.h>
 #include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 
@@ -15,15 +14,6 @@
 #include "embstore/v1/embstore.grpc.pb.h"
 
 namespace embstore::server::testing {
-
-// gRPC tears its global state down when the last gRPC object of the process is destroyed, and
-// that teardown can wait up to 10 s for connection objects still closing (a cut-off client's,
-// say). Test binaries hold one initialization for their whole life so that wait never lands in
-// a test; the process exits without it.
-inline const bool kGrpcHeldForTheProcess = [] {
-  grpc_init();
-  return true;
-}();
 
 inline grpc::ByteBuffer ToBuffer(const std::string& bytes) {
   grpc::Slice s(bytes);
