@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "embstore/client/health.h"
+
 namespace embstore::client {
 namespace {
 
@@ -210,7 +212,8 @@ Result<std::unique_ptr<ShardedTable>> ShardedTable::Open(ShardManifest manifest,
     }
     clients.push_back(std::move(*c));
   }
-  return std::unique_ptr<ShardedTable>(new ShardedTable(std::move(manifest), std::move(clients)));
+  return std::unique_ptr<ShardedTable>(
+      new ShardedTable(std::move(manifest), connect, std::move(clients)));
 }
 
 std::string ShardedTable::ShardName(int i) const {
@@ -355,7 +358,22 @@ Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out,
     auto backoff = options.initial_backoff;
     for (int attempt = 1;; ++attempt) {
       if (cancelled()) return Status::Cancelled("load cancelled");
-      auto d = c.Describe(s.table);
+      // Health first, over a connection of its own: a server that was down a moment ago is seen
+      // as soon as it listens. The Client's shared connection would sit out gRPC's reconnect
+      // backoff (1 s, growing) after every refused attempt, and miss it for seconds.
+      ConnectOptions probe = connect_;
+      probe.target = s.target;
+      Result<TableDesc> d = Status::Unavailable("");
+      auto health = CheckHealth(probe);
+      if (health.ok() && *health != ServingStatus::kServing) {
+        d = Status::Unavailable("server '" + s.target + "' reports " +
+                                std::string(ServingStatusName(*health)));
+      } else if (!health.ok() && (health.status().code() == StatusCode::kUnavailable ||
+                                  health.status().code() == StatusCode::kDeadlineExceeded)) {
+        d = health.status();
+      } else {
+        d = c.Describe(s.table);  // serving, or a server without health: ask it directly
+      }
       if (d.ok()) {
         EMBSTORE_RETURN_NOT_OK(CheckShard(r.shard, *d));
         break;

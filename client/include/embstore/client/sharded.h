@@ -98,10 +98,11 @@ class ShardedTable {
   // OutputBytes(options). Only the shards overlapping the range are contacted, all at once, each
   // asked for its part of the range with options.streams streams. The LoadOptions fields mean
   // what they mean for Client::Load, with these differences:
-  //  * A shard whose server cannot be reached when its load starts is retried with the same
-  //    backoff (initial_backoff doubling up to max_backoff) for up to max_attempts attempts, so
-  //    a server that is restarting is waited for; each retry is reported to on_event as a
-  //    kResume event whose `stream` is the shard index.
+  //  * A shard whose server cannot be reached (or is not SERVING) when its load starts is retried
+  //    with the same backoff (initial_backoff doubling up to max_backoff) for up to max_attempts
+  //    attempts, so a server that is restarting is waited for; each retry is reported to
+  //    on_event as a kResume event whose `stream` is the shard index. Reachability is asked of
+  //    grpc.health.v1 over a fresh connection each time.
   //  * progress sums all shards; on_event's `stream` is the shard index, and its message names
   //    the shard; after_chunk gets (shard index, logical first row).
   //  * When one shard fails the others are cancelled, and the first failure is returned, its
@@ -118,8 +119,11 @@ class ShardedTable {
                                         std::optional<std::uint64_t> end = std::nullopt);
 
  private:
-  ShardedTable(ShardManifest manifest, std::vector<std::unique_ptr<Client>> clients)
-      : manifest_(std::move(manifest)), clients_(std::move(clients)) {}
+  ShardedTable(ShardManifest manifest, ConnectOptions connect,
+               std::vector<std::unique_ptr<Client>> clients)
+      : manifest_(std::move(manifest)),
+        connect_(std::move(connect)),
+        clients_(std::move(clients)) {}
 
   // "manifest 'm.json' shard 1 (table 't1' at host:port, rows [10, 20))".
   std::string ShardName(int i) const;
@@ -127,6 +131,7 @@ class ShardedTable {
   Status CheckShard(int i, const TableDesc& desc) const;
 
   ShardManifest manifest_;
+  ConnectOptions connect_;  // target unset: each shard has its own
   std::vector<std::unique_ptr<Client>> clients_;
 };
 
