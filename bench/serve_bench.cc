@@ -19,14 +19,13 @@
 // Usage: serve_bench [--embstore PATH] [--rows N] [--dim D] [--chunk-bytes B] [--seconds S]
 //                    [--repeats N] [--clients N[,N...]] [--no-verify] [--keep DIR] [--json FILE]
 #include <fcntl.h>
+#include <grpcpp/generic/generic_stub.h>
+#include <grpcpp/grpcpp.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
 #include <xxhash.h>
-
-#include <grpcpp/generic/generic_stub.h>
-#include <grpcpp/grpcpp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -37,12 +36,11 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <thread>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "embstore/store/table.h"
 #include "embstore/store/writer.h"
@@ -281,11 +279,11 @@ class StreamVerifier {
         open_block_ = b;
       }
       const bool hash_block = !cut && open_block_ == b;
-      bool ok = cur->Consume((piece_end - row) * row_bytes, [&](const std::uint8_t* p,
-                                                                std::size_t n) {
-        if (has_payload_sum) XXH3_64bits_update(whole_, p, n);
-        if (hash_block) XXH3_64bits_update(block_, p, n);
-      });
+      bool ok =
+          cur->Consume((piece_end - row) * row_bytes, [&](const std::uint8_t* p, std::size_t n) {
+            if (has_payload_sum) XXH3_64bits_update(whole_, p, n);
+            if (hash_block) XXH3_64bits_update(block_, p, n);
+          });
       if (!ok) {
         *error = "chunk shorter than its row_count";
         return false;
@@ -317,7 +315,7 @@ PullResult Pull(const std::string& target, const std::string& table, std::uint64
   PullResult r;
   grpc::ChannelArguments args;
   args.SetInt("embstore.bench.channel", channel_id);  // one connection per client
-  args.SetMaxReceiveMessageSize(4 << 20);              // the stock default, stated
+  args.SetMaxReceiveMessageSize(4 << 20);             // the stock default, stated
   auto channel = grpc::CreateCustomChannel(target, grpc::InsecureChannelCredentials(), args);
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
@@ -359,8 +357,8 @@ PullResult Pull(const std::string& target, const std::string& table, std::uint64
         cur.Varint(&v);
         r.bytes += v;
         if (verify) {
-          if (!verifier.Check(first_row, row_count, first_block, sums, has_payload_sum,
-                              payload_sum, &cur, &r.error)) {
+          if (!verifier.Check(first_row, row_count, first_block, sums, has_payload_sum, payload_sum,
+                              &cur, &r.error)) {
             r.ok = false;
             ctx.TryCancel();
           }
@@ -583,11 +581,16 @@ int main(int argc, char** argv) {
       return argv[++i];
     };
     if (a == "--naive-server") return RunNaiveServer(next());
-    if (a == "--embstore") o.embstore = next();
-    else if (a == "--rows") o.rows = std::stoull(next());
-    else if (a == "--dim") o.dim = std::stoull(next());
-    else if (a == "--chunk-bytes") o.chunk_bytes = std::stoull(next());
-    else if (a == "--seconds") o.seconds = std::stoi(next());
+    if (a == "--embstore")
+      o.embstore = next();
+    else if (a == "--rows")
+      o.rows = std::stoull(next());
+    else if (a == "--dim")
+      o.dim = std::stoull(next());
+    else if (a == "--chunk-bytes")
+      o.chunk_bytes = std::stoull(next());
+    else if (a == "--seconds")
+      o.seconds = std::stoi(next());
     else if (a == "--clients") {
       o.clients.clear();
       std::stringstream list(next());
@@ -596,11 +599,14 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "serve_bench: --clients wants counts >= 1, e.g. 1,4,16\n");
         return 2;
       }
-    }
-    else if (a == "--repeats") o.repeats = std::stoi(next());
-    else if (a == "--no-verify") o.verify = false;
-    else if (a == "--keep") o.keep = next();
-    else if (a == "--json") o.json = next();
+    } else if (a == "--repeats")
+      o.repeats = std::stoi(next());
+    else if (a == "--no-verify")
+      o.verify = false;
+    else if (a == "--keep")
+      o.keep = next();
+    else if (a == "--json")
+      o.json = next();
     else if (a == "--help" || a == "-h") {
       std::printf(
           "serve_bench: loopback throughput of embstore serve vs iperf3 and a naive copying "
@@ -689,14 +695,13 @@ int main(int argc, char** argv) {
                 zc.file_peak_kb / 1024.0);
     std::printf("server total RSS           %.1f MiB peak\n", zc.total_peak_kb / 1024.0);
     auto side = [&](const Concurrent& c) {
-      return nlohmann::ordered_json{
-          {"aggregate_bytes_per_s", table_bytes * n / c.seconds},
-          {"seconds", c.seconds},
-          {"anon_base_kib", c.anon_base_kb},
-          {"anon_peak_kib", c.anon_peak_kb},
-          {"anon_growth_kib", c.anon_peak_kb - c.anon_base_kb},
-          {"file_peak_kib", c.file_peak_kb},
-          {"total_peak_kib", c.total_peak_kb}};
+      return nlohmann::ordered_json{{"aggregate_bytes_per_s", table_bytes * n / c.seconds},
+                                    {"seconds", c.seconds},
+                                    {"anon_base_kib", c.anon_base_kb},
+                                    {"anon_peak_kib", c.anon_peak_kb},
+                                    {"anon_growth_kib", c.anon_peak_kb - c.anon_base_kb},
+                                    {"file_peak_kib", c.file_peak_kb},
+                                    {"total_peak_kib", c.total_peak_kb}};
     };
     concurrent.push_back({{"clients", n}, {"serve", side(zc)}, {"naive", side(nv)}});
   }

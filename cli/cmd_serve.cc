@@ -66,12 +66,14 @@ Status BuildConfig(CLI::App* sub, const ServeFlags& f, server::ServerConfig* c) 
   }
   if (given("--log-level")) c->log_level = f.log_level;
   if (c->store_dir.empty()) {
-    return Status::InvalidArgument("no store directory: give --store DIR or \"store\" in the "
-                                   "config file");
+    return Status::InvalidArgument(
+        "no store directory: give --store DIR or \"store\" in the "
+        "config file");
   }
   if (c->listen.empty()) {
-    return Status::InvalidArgument("no listen address: give --listen ADDR or \"listen\" in the "
-                                   "config file");
+    return Status::InvalidArgument(
+        "no listen address: give --listen ADDR or \"listen\" in the "
+        "config file");
   }
   return Status::OK();
 }

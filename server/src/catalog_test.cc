@@ -1,6 +1,7 @@
 #include "embstore/server/catalog.h"
 
 #include <dirent.h>
+#include <gtest/gtest.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -8,8 +9,6 @@
 #include <filesystem>
 #include <map>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "test_util.h"
 
@@ -56,9 +55,15 @@ TEST(Catalog, ServesEveryEmbFileUnderItsName) {
 }
 
 TEST(Catalog, RejectsNamesThatCouldEscapeTheDirectory) {
-  const std::vector<std::string> bad_names = {"",      "../etc/passwd", "a/b", "/abs",
-                                              ".",     "..",            ".hidden",
-                                              std::string("nul\0x", 5), std::string(300, 'a'),
+  const std::vector<std::string> bad_names = {"",
+                                              "../etc/passwd",
+                                              "a/b",
+                                              "/abs",
+                                              ".",
+                                              "..",
+                                              ".hidden",
+                                              std::string("nul\0x", 5),
+                                              std::string(300, 'a'),
                                               "tab\tname"};
   for (const std::string& bad : bad_names) {
     Status st = Catalog::ValidateName(bad);

@@ -1,7 +1,6 @@
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "embstore/server/server.h"
 
@@ -84,9 +83,10 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
     return Status::InvalidArgument("config file " + path + ": not valid JSON: " + e.what());
   }
   Reader r(path);
-  EMBSTORE_RETURN_NOT_OK(r.Keys(j, "", {"store", "listen", "metrics_listen", "poll_interval_ms",
-                                        "shutdown_grace_ms", "verify_on_load", "limits",
-                                        "chunks", "keepalive", "tls", "auth", "log_level"}));
+  EMBSTORE_RETURN_NOT_OK(
+      r.Keys(j, "",
+             {"store", "listen", "metrics_listen", "poll_interval_ms", "shutdown_grace_ms",
+              "verify_on_load", "limits", "chunks", "keepalive", "tls", "auth", "log_level"}));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "store", &c->store_dir));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "listen", &c->listen));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "metrics_listen", &c->metrics_listen));
@@ -96,9 +96,9 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "log_level", &c->log_level));
   if (j.contains("limits")) {
     const json& l = j["limits"];
-    EMBSTORE_RETURN_NOT_OK(r.Keys(l, "limits", {"max_concurrent_streams", "max_lookup_batch",
-                                                "max_lookup_bytes", "max_chunk_bytes",
-                                                "max_receive_message_bytes"}));
+    EMBSTORE_RETURN_NOT_OK(r.Keys(l, "limits",
+                                  {"max_concurrent_streams", "max_lookup_batch", "max_lookup_bytes",
+                                   "max_chunk_bytes", "max_receive_message_bytes"}));
     EMBSTORE_RETURN_NOT_OK(
         r.Get(l, "limits", "max_concurrent_streams", &c->max_concurrent_streams));
     EMBSTORE_RETURN_NOT_OK(r.Get(l, "limits", "max_lookup_batch", &c->service.max_lookup_batch));
@@ -109,8 +109,8 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
   }
   if (j.contains("chunks")) {
     const json& ch = j["chunks"];
-    EMBSTORE_RETURN_NOT_OK(r.Keys(ch, "chunks", {"default_chunk_bytes", "default_key_chunk_bytes",
-                                                 "readahead_bytes"}));
+    EMBSTORE_RETURN_NOT_OK(r.Keys(
+        ch, "chunks", {"default_chunk_bytes", "default_key_chunk_bytes", "readahead_bytes"}));
     EMBSTORE_RETURN_NOT_OK(
         r.Get(ch, "chunks", "default_chunk_bytes", &c->service.default_chunk_bytes));
     EMBSTORE_RETURN_NOT_OK(
@@ -119,9 +119,9 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
   }
   if (j.contains("keepalive")) {
     const json& k = j["keepalive"];
-    EMBSTORE_RETURN_NOT_OK(r.Keys(k, "keepalive", {"time_ms", "timeout_ms", "min_client_ping_ms",
-                                                   "permit_without_calls",
-                                                   "max_connection_idle_ms"}));
+    EMBSTORE_RETURN_NOT_OK(r.Keys(k, "keepalive",
+                                  {"time_ms", "timeout_ms", "min_client_ping_ms",
+                                   "permit_without_calls", "max_connection_idle_ms"}));
     EMBSTORE_RETURN_NOT_OK(r.Get(k, "keepalive", "time_ms", &c->keepalive.time_ms));
     EMBSTORE_RETURN_NOT_OK(r.Get(k, "keepalive", "timeout_ms", &c->keepalive.timeout_ms));
     EMBSTORE_RETURN_NOT_OK(

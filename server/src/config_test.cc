@@ -16,7 +16,8 @@ TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
     "chunks": {"default_chunk_bytes": 65536},
     "keepalive": {"time_ms": 1000, "permit_without_calls": false},
     "tls": {"cert_file": "c.pem", "key_file": "k.pem"},
-    "auth": {"token_file": ")" + dir.File("tokens") + R"("},
+    "auth": {"token_file": ")" + dir.File("tokens") +
+                                                  R"("},
     "log_level": "warn"})");
   ServerConfig c;
   ASSERT_TRUE(LoadConfigFile(dir.File("c.json"), &c).ok());
@@ -40,12 +41,12 @@ TEST(ConfigFile, RejectsUnknownKeysWrongTypesAndBadJsonNamingTheFile) {
     const char* json;
     const char* mention;
   };
-  for (const Case& k : {Case{R"({"listen": "x"})", "'listen' must be an array of strings"},
-                        Case{R"({"limits": {"max_streams": 1}})",
-                             "unknown key 'limits.max_streams'"},
-                        Case{R"({"limits": {"max_lookup_batch": -1}})", "non-negative"},
-                        Case{R"({"verify_on_load": 1})", "true or false"},
-                        Case{R"({"store": )", "not valid JSON"}}) {
+  for (const Case& k :
+       {Case{R"({"listen": "x"})", "'listen' must be an array of strings"},
+        Case{R"({"limits": {"max_streams": 1}})", "unknown key 'limits.max_streams'"},
+        Case{R"({"limits": {"max_lookup_batch": -1}})", "non-negative"},
+        Case{R"({"verify_on_load": 1})", "true or false"},
+        Case{R"({"store": )", "not valid JSON"}}) {
     testing::WriteWholeFile(dir.File("bad.json"), k.json);
     ServerConfig c;
     Status st = LoadConfigFile(dir.File("bad.json"), &c);

@@ -61,8 +61,8 @@ std::string Metrics::RenderPrometheus() const {
   out += "# HELP embstore_bytes_served_total Payload bytes (rows and keys) sent to clients.\n";
   out += "# TYPE embstore_bytes_served_total counter\n";
   for (const auto& [table, n] : bytes_) {
-    out += "embstore_bytes_served_total{table=\"" + Label(table) + "\"} " + std::to_string(n) +
-           "\n";
+    out +=
+        "embstore_bytes_served_total{table=\"" + Label(table) + "\"} " + std::to_string(n) + "\n";
   }
   out += "# HELP embstore_active_streams Streaming RPCs in progress.\n";
   out += "# TYPE embstore_active_streams gauge\n";
@@ -92,8 +92,8 @@ std::string Metrics::RenderPrometheus() const {
   out += "# HELP embstore_catalog_events_total Table files loaded, dropped or rejected.\n";
   out += "# TYPE embstore_catalog_events_total counter\n";
   for (const auto& [result, n] : catalog_events_) {
-    out += "embstore_catalog_events_total{result=\"" + Label(result) + "\"} " +
-           std::to_string(n) + "\n";
+    out += "embstore_catalog_events_total{result=\"" + Label(result) + "\"} " + std::to_string(n) +
+           "\n";
   }
   if (gauges_) {
     for (const auto& [name, v] : gauges_()) {

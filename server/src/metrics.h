@@ -33,9 +33,8 @@ class Metrics {
   std::string RenderPrometheus() const;
 
   // Histogram bucket upper bounds, seconds.
-  static constexpr std::array<double, 16> kBuckets = {0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
-                                                      0.05,   0.1,   0.25,   0.5,   1,    2.5,
-                                                      5,      10,    30,     120};
+  static constexpr std::array<double, 16> kBuckets = {
+      0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 120};
 
  private:
   struct Histogram {

@@ -1,6 +1,8 @@
 // Out-of-process tests: the real `embstore serve` binary, started on 127.0.0.1:0, found through
 // its "listening" log line, and stopped with signals.
 #include <fcntl.h>
+#include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -8,11 +10,8 @@
 
 #include <chrono>
 #include <mutex>
-#include <thread>
-
-#include <grpcpp/grpcpp.h>
-#include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+#include <thread>
 
 #include "embstore/v1/embstore.grpc.pb.h"
 #include "test_util.h"
@@ -122,8 +121,12 @@ class ServeProcessTest : public ::testing::Test {
   TempDir dir_;
   // 51 MB: more than the connection's flow-control windows, so a stream that read one chunk is
   // still running on the server.
-  TableSpec words_{.rows = 200000, .dim = 64, .dtype = store::DType::kF32, .with_keys = true,
-                   .block_rows = 0, .salt = 0};
+  TableSpec words_{.rows = 200000,
+                   .dim = 64,
+                   .dtype = store::DType::kF32,
+                   .with_keys = true,
+                   .block_rows = 0,
+                   .salt = 0};
 };
 
 TEST_F(ServeProcessTest, ServesAndStopsGracefullyOnSigterm) {
@@ -164,11 +167,11 @@ TEST_F(ServeProcessTest, ServesAndStopsGracefullyOnSigterm) {
 }
 
 TEST_F(ServeProcessTest, ReadsAConfigFileAndFlagsOverrideIt) {
-  testing::WriteWholeFile(dir_.File("serve.json"),
-                          "{\n  // comments are allowed\n  \"store\": \"" + dir_.path() +
-                              "\",\n  \"listen\": [\"127.0.0.1:1\"],\n"
-                              "  \"limits\": {\"max_lookup_batch\": 2},\n"
-                              "  \"log_level\": \"info\"\n}\n");
+  testing::WriteWholeFile(dir_.File("serve.json"), "{\n  // comments are allowed\n  \"store\": \"" +
+                                                       dir_.path() +
+                                                       "\",\n  \"listen\": [\"127.0.0.1:1\"],\n"
+                                                       "  \"limits\": {\"max_lookup_batch\": 2},\n"
+                                                       "  \"log_level\": \"info\"\n}\n");
   Child child({"serve", "--config", dir_.File("serve.json"), "--listen", "127.0.0.1:0"});
   nlohmann::json listening = child.AwaitLog("listening");
   ASSERT_TRUE(listening.is_object()) << child.Stderr();

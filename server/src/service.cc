@@ -15,9 +15,12 @@ namespace {
 
 v1::DType ToProto(store::DType t) {
   switch (t) {
-    case store::DType::kF32: return v1::DTYPE_F32;
-    case store::DType::kF16: return v1::DTYPE_F16;
-    case store::DType::kBF16: return v1::DTYPE_BF16;
+    case store::DType::kF32:
+      return v1::DTYPE_F32;
+    case store::DType::kF16:
+      return v1::DTYPE_F16;
+    case store::DType::kBF16:
+      return v1::DTYPE_BF16;
   }
   return v1::DTYPE_UNSPECIFIED;
 }
@@ -93,8 +96,8 @@ Result<std::shared_ptr<const TableEntry>> Service::Resolve(
     std::snprintf(buf, sizeof buf, "expected content_id %016llx but it is now %016llx",
                   static_cast<unsigned long long>(*expected),
                   static_cast<unsigned long long>(entry->content_id()));
-    return Status::FailedPrecondition(Quote(table) + " changed: " + buf +
-                                      " (generation " + std::to_string(entry->generation()) +
+    return Status::FailedPrecondition(Quote(table) + " changed: " + buf + " (generation " +
+                                      std::to_string(entry->generation()) +
                                       "); restart the read from the beginning");
   }
   return entry;
@@ -123,15 +126,14 @@ Result<std::unique_ptr<RowStream>> Service::StreamRows(const v1::StreamRowsReque
 
   const std::uint64_t row_bytes = std::max<std::uint64_t>(t.row_bytes(), 1);
   if (row_bytes > options_.max_chunk_bytes) {
-    return Status::FailedPrecondition(
-        "rows of " + Quote(r.table()) + " are " + std::to_string(row_bytes) +
-        " bytes, more than the largest chunk this server sends (" +
-        std::to_string(options_.max_chunk_bytes) + " bytes)");
+    return Status::FailedPrecondition("rows of " + Quote(r.table()) + " are " +
+                                      std::to_string(row_bytes) +
+                                      " bytes, more than the largest chunk this server sends (" +
+                                      std::to_string(options_.max_chunk_bytes) + " bytes)");
   }
   // The default is at least one row, so a request that says 0 always works.
-  std::uint64_t budget = r.chunk_bytes() == 0
-                             ? std::max(options_.default_chunk_bytes, row_bytes)
-                             : r.chunk_bytes();
+  std::uint64_t budget =
+      r.chunk_bytes() == 0 ? std::max(options_.default_chunk_bytes, row_bytes) : r.chunk_bytes();
   if (budget > options_.max_chunk_bytes) {
     return Status::InvalidArgument("chunk_bytes " + std::to_string(budget) +
                                    " is more than the server's limit of " +

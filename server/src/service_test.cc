@@ -1,8 +1,7 @@
 #include "embstore/server/service.h"
 
-#include <unistd.h>
-
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include "test_util.h"
 
@@ -65,10 +64,18 @@ class ServiceTest : public ::testing::Test {
   }
 
   TempDir dir_;
-  TableSpec spec_{.rows = 1000, .dim = 16, .dtype = store::DType::kF32, .with_keys = true,
-                  .block_rows = 64, .salt = 0};
-  TableSpec plain_{.rows = 50, .dim = 4, .dtype = store::DType::kBF16, .with_keys = false,
-                   .block_rows = 8, .salt = 0};
+  TableSpec spec_{.rows = 1000,
+                  .dim = 16,
+                  .dtype = store::DType::kF32,
+                  .with_keys = true,
+                  .block_rows = 64,
+                  .salt = 0};
+  TableSpec plain_{.rows = 50,
+                   .dim = 4,
+                   .dtype = store::DType::kBF16,
+                   .with_keys = false,
+                   .block_rows = 8,
+                   .salt = 0};
   ServiceOptions options_;
   std::shared_ptr<Catalog> catalog_;
   std::unique_ptr<Service> service_;

@@ -10,7 +10,6 @@
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/security/server_credentials.h>
-
 #include <httplib.h>
 
 #include <atomic>
@@ -21,11 +20,11 @@
 #include <sstream>
 #include <thread>
 
+#include "../mapping_guard.h"
+#include "../metrics.h"
 #include "embstore/server/log.h"
 #include "embstore/server/server.h"
 #include "embstore/v1/embstore.grpc.pb.h"
-#include "../mapping_guard.h"
-#include "../metrics.h"
 #include "status_map.h"
 #include "zero_copy.h"
 
@@ -99,8 +98,9 @@ class Handler final : public RawService {
     const auto& md = ctx->client_metadata();
     auto it = md.find("authorization");
     if (it == md.end()) {
-      return Status::Unauthenticated("missing bearer token: send metadata 'authorization: Bearer "
-                                     "<token>'");
+      return Status::Unauthenticated(
+          "missing bearer token: send metadata 'authorization: Bearer "
+          "<token>'");
     }
     std::string_view value(it->second.data(), it->second.size());
     constexpr std::string_view kScheme = "Bearer ";
@@ -401,9 +401,7 @@ class GrpcServer final : public Server {
  public:
   explicit GrpcServer(const ServerConfig& config) : config_(config) {}
 
-  ~GrpcServer() override {
-    Shutdown(std::chrono::milliseconds(0));
-  }
+  ~GrpcServer() override { Shutdown(std::chrono::milliseconds(0)); }
 
   Status Init() {
     EMBSTORE_RETURN_NOT_OK(SetLogLevel(config_.log_level));
@@ -412,8 +410,9 @@ class GrpcServer final : public Server {
       return Status::InvalidArgument("TLS needs both a certificate and a key file");
     }
     if (!config_.tls.client_ca_file.empty() && config_.tls.cert_file.empty()) {
-      return Status::InvalidArgument("client certificates (a client CA) need TLS: give a server "
-                                     "certificate and key too");
+      return Status::InvalidArgument(
+          "client certificates (a client CA) need TLS: give a server "
+          "certificate and key too");
     }
     if (config_.service.default_chunk_bytes > config_.service.max_chunk_bytes) {
       return Status::InvalidArgument("default chunk size " +
@@ -431,9 +430,8 @@ class GrpcServer final : public Server {
     co.verify_on_load = config_.verify_on_load;
     Metrics* metrics = &metrics_;
     EMBSTORE_ASSIGN_OR_RETURN(
-        auto catalog,
-        Catalog::Open(co, [metrics](const std::string& name, const std::string& path,
-                                    std::uint64_t generation, const Status& st) {
+        auto catalog, Catalog::Open(co, [metrics](const std::string& name, const std::string& path,
+                                                  std::uint64_t generation, const Status& st) {
           if (st.ok()) {
             metrics->RecordCatalogEvent("loaded");
             Log(LogLevel::kInfo, "table loaded",
@@ -468,8 +466,7 @@ class GrpcServer final : public Server {
       if (!config_.tls.client_ca_file.empty()) {
         EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_root_certs,
                                   ReadFile(config_.tls.client_ca_file, "client CA"));
-        ssl.client_certificate_request =
-            GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
+        ssl.client_certificate_request = GRPC_SSL_REQUEST_AND_REQUIRE_CLIENT_CERTIFICATE_AND_VERIFY;
       }
       creds = grpc::SslServerCredentials(ssl);
     } else {
@@ -484,8 +481,8 @@ class GrpcServer final : public Server {
       builder.AddListeningPort(config_.listen[i], creds, &ports_[i]);
     }
     builder.RegisterService(handler_.get());
-    builder.SetMaxReceiveMessageSize(static_cast<int>(
-        std::min<std::uint64_t>(config_.max_receive_message_bytes, INT32_MAX)));
+    builder.SetMaxReceiveMessageSize(
+        static_cast<int>(std::min<std::uint64_t>(config_.max_receive_message_bytes, INT32_MAX)));
     const auto& ka = config_.keepalive;
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(ka.time_ms));
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(ka.timeout_ms));

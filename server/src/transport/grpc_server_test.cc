@@ -1,8 +1,7 @@
 // In-process server tests: a real gRPC server on 127.0.0.1:0 (or a unix socket), real channels,
 // the generated stubs a client would use.
-#include "embstore/server/server.h"
-
 #include <grpcpp/grpcpp.h>
+#include <gtest/gtest.h>
 #include <httplib.h>
 #include <unistd.h>
 
@@ -11,8 +10,7 @@
 #include <filesystem>
 #include <thread>
 
-#include <gtest/gtest.h>
-
+#include "embstore/server/server.h"
 #include "embstore/store/checksum.h"
 #include "embstore/v1/embstore.grpc.pb.h"
 #include "grpc_test_util.h"
@@ -89,10 +87,18 @@ class ServerTest : public ::testing::Test {
   std::string Metrics() { return server_->RenderMetrics(); }
 
   TempDir dir_;
-  TableSpec words_{.rows = 3000, .dim = 32, .dtype = store::DType::kF32, .with_keys = true,
-                   .block_rows = 100, .salt = 0};
-  TableSpec plain_{.rows = 10, .dim = 4, .dtype = store::DType::kF16, .with_keys = false,
-                   .block_rows = 4, .salt = 0};
+  TableSpec words_{.rows = 3000,
+                   .dim = 32,
+                   .dtype = store::DType::kF32,
+                   .with_keys = true,
+                   .block_rows = 100,
+                   .salt = 0};
+  TableSpec plain_{.rows = 10,
+                   .dim = 4,
+                   .dtype = store::DType::kF16,
+                   .with_keys = false,
+                   .block_rows = 4,
+                   .salt = 0};
   ServerConfig config_;
   std::unique_ptr<Server> server_;
   std::shared_ptr<grpc::Channel> channel_;
@@ -231,8 +237,12 @@ TEST_F(ServerTest, ErrorsMapToPreciseStatusCodes) {
 }
 
 TEST_F(ServerTest, LargestChunksFitTheDefaultClientReceiveLimit) {
-  TableSpec big{.rows = 20000, .dim = 64, .dtype = store::DType::kF32, .with_keys = false,
-                .block_rows = 0, .salt = 2};
+  TableSpec big{.rows = 20000,
+                .dim = 64,
+                .dtype = store::DType::kF32,
+                .with_keys = false,
+                .block_rows = 0,
+                .salt = 2};
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   Start();
   grpc::ClientContext ctx;
@@ -282,8 +292,12 @@ TEST_F(ServerTest, HotReloadDuringAStreamKeepsTheOldVersionForThatStream) {
 }
 
 TEST_F(ServerTest, ClientCutOffMidStreamCostsNothing) {
-  TableSpec big{.rows = 100000, .dim = 64, .dtype = store::DType::kF32, .with_keys = false,
-                .block_rows = 0, .salt = 0};
+  TableSpec big{.rows = 100000,
+                .dim = 64,
+                .dtype = store::DType::kF32,
+                .with_keys = false,
+                .block_rows = 0,
+                .salt = 0};
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   Start();
   for (int round = 0; round < 2; ++round) {
@@ -293,9 +307,8 @@ TEST_F(ServerTest, ClientCutOffMidStreamCostsNothing) {
     auto reader = stub->StreamRows(ctx.get(), RowsReq("big"));
     v1::RowChunk c;
     ASSERT_TRUE(reader->Read(&c));
-    ASSERT_TRUE(Eventually([&] {
-      return Metrics().find("embstore_active_streams 1\n") != std::string::npos;
-    }));
+    ASSERT_TRUE(Eventually(
+        [&] { return Metrics().find("embstore_active_streams 1\n") != std::string::npos; }));
     if (round == 0) {
       ctx->TryCancel();  // the client cancels
       reader->Finish();
@@ -310,15 +323,20 @@ TEST_F(ServerTest, ClientCutOffMidStreamCostsNothing) {
     })) << Metrics();
   }
   EXPECT_NE(Metrics().find("embstore_requests_total{method=\"StreamRows\",code=\"CANCELLED\"} 2"),
-            std::string::npos) << Metrics();
+            std::string::npos)
+      << Metrics();
   grpc::ClientContext ctx;
   v1::ListTablesResponse list;
   EXPECT_TRUE(stub_->ListTables(&ctx, {}, &list).ok());
 }
 
 TEST_F(ServerTest, FileTruncatedUnderTheMappingFailsTheStreamNotTheServer) {
-  TableSpec big{.rows = 16384, .dim = 512, .dtype = store::DType::kF32, .with_keys = false,
-                .block_rows = 0, .salt = 0};  // 32 MiB, more than the transport buffers
+  TableSpec big{.rows = 16384,
+                .dim = 512,
+                .dtype = store::DType::kF32,
+                .with_keys = false,
+                .block_rows = 0,
+                .salt = 0};  // 32 MiB, more than the transport buffers
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   Start();
   grpc::ClientContext ctx;
@@ -366,8 +384,12 @@ TEST_F(ServerTest, FileTruncatedUnderTheMappingFailsTheStreamNotTheServer) {
 }
 
 TEST_F(ServerTest, StreamOfAFileShrunkUnderItEndsWithDataLoss) {
-  TableSpec big{.rows = 16384, .dim = 512, .dtype = store::DType::kF32, .with_keys = false,
-                .block_rows = 0, .salt = 0};  // 32 MiB of rows, then the checksums
+  TableSpec big{.rows = 16384,
+                .dim = 512,
+                .dtype = store::DType::kF32,
+                .with_keys = false,
+                .block_rows = 0,
+                .salt = 0};  // 32 MiB of rows, then the checksums
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   Start();
   grpc::ClientContext ctx;
@@ -403,8 +425,12 @@ TEST_F(ServerTest, HealthIsNotServingWhileDrainingAndNewCallsAreUnavailable) {
 }
 
 TEST_F(ServerTest, ShutdownLetsStreamsRunUntilTheGraceThenCancelsThem) {
-  TableSpec big{.rows = 100000, .dim = 64, .dtype = store::DType::kF32, .with_keys = false,
-                .block_rows = 0, .salt = 0};
+  TableSpec big{.rows = 100000,
+                .dim = 64,
+                .dtype = store::DType::kF32,
+                .with_keys = false,
+                .block_rows = 0,
+                .salt = 0};
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   Start();
   grpc::ClientContext ctx;
@@ -454,8 +480,12 @@ TEST_F(ServerTest, BearerTokenIsRequiredWhenConfigured) {
 }
 
 TEST_F(ServerTest, ConcurrentStreamLimitIsResourceExhausted) {
-  TableSpec big{.rows = 100000, .dim = 64, .dtype = store::DType::kF32, .with_keys = false,
-                .block_rows = 0, .salt = 0};
+  TableSpec big{.rows = 100000,
+                .dim = 64,
+                .dtype = store::DType::kF32,
+                .with_keys = false,
+                .block_rows = 0,
+                .salt = 0};
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   config_.max_concurrent_streams = 1;
   Start();
@@ -469,9 +499,8 @@ TEST_F(ServerTest, ConcurrentStreamLimitIsResourceExhausted) {
   EXPECT_NE(second.status.error_message().find("limit of 1 concurrent"), std::string::npos);
   ctx.TryCancel();
   reader->Finish();
-  ASSERT_TRUE(Eventually([&] {
-    return Metrics().find("embstore_active_streams 0\n") != std::string::npos;
-  }));
+  ASSERT_TRUE(Eventually(
+      [&] { return Metrics().find("embstore_active_streams 0\n") != std::string::npos; }));
   grpc::ClientContext ctx3;
   EXPECT_TRUE(PullAll(*stub_, RowsReq("words"), &ctx3).status.ok());
 }
@@ -599,8 +628,8 @@ TEST_F(TlsTest, ServesOverTlsAndChecksClientCertificates) {
     EXPECT_EQ(CheckRowStream(p.chunks, 0, 3000, ExpectedRowBytes(words_, 0, 3000)), "");
   }
   EXPECT_EQ(List(TlsChannel(false)).error_code(), grpc::StatusCode::UNAVAILABLE);
-  auto plain = grpc::CreateChannel(server_->addresses().front(),
-                                   grpc::InsecureChannelCredentials());
+  auto plain =
+      grpc::CreateChannel(server_->addresses().front(), grpc::InsecureChannelCredentials());
   EXPECT_EQ(List(plain).error_code(), grpc::StatusCode::UNAVAILABLE);
 }
 

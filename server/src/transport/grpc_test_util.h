@@ -61,7 +61,10 @@ inline std::pair<grpc::Status, std::vector<std::string>> GenericStreamOnce(
   auto call = stub.PrepareCall(&ctx, method, &cq);
   void* tag = nullptr;
   bool ok = false;
-  auto step = [&] { cq.Next(&tag, &ok); return ok; };
+  auto step = [&] {
+    cq.Next(&tag, &ok);
+    return ok;
+  };
   call->StartCall(reinterpret_cast<void*>(1));
   std::vector<std::string> responses;
   grpc::Status status;

@@ -1,7 +1,6 @@
 #include "row_chunk_codec.h"
 
 #include <grpcpp/impl/codegen/proto_utils.h>
-
 #include <gtest/gtest.h>
 
 #include "test_util.h"

@@ -10,8 +10,8 @@
 #ifndef EMBSTORE_SERVER_SRC_TRANSPORT_ZERO_COPY_H_
 #define EMBSTORE_SERVER_SRC_TRANSPORT_ZERO_COPY_H_
 
-#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/impl/serialization_traits.h>
+#include <grpcpp/support/byte_buffer.h>
 #include <grpcpp/support/slice.h>
 #include <grpcpp/support/status.h>
 
@@ -24,8 +24,8 @@
 namespace embstore::server {
 
 struct OutgoingRowChunk {
-  std::string header;                       // fields 1-8 plus the payload's tag and length
-  std::span<const std::byte> payload;       // inside keepalive's mapping
+  std::string header;                  // fields 1-8 plus the payload's tag and length
+  std::span<const std::byte> payload;  // inside keepalive's mapping
   std::shared_ptr<const TableEntry> keepalive;
 
   // Encodes the header of `chunk` and takes over its payload view and mapping reference.

@@ -9,9 +9,8 @@
 #ifndef EMBSTORE_SERVER_LOG_H_
 #define EMBSTORE_SERVER_LOG_H_
 
-#include <string_view>
-
 #include <nlohmann/json.hpp>
+#include <string_view>
 
 #include "embstore/common/status.h"
 

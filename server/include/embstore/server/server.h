@@ -31,11 +31,11 @@ struct TlsConfig {
 };
 
 struct KeepaliveConfig {
-  std::int64_t time_ms = 60000;            // server pings an idle connection this often
-  std::int64_t timeout_ms = 20000;         // and closes it when the ping is not answered in time
-  std::int64_t min_client_ping_ms = 10000; // clients pinging more often are told to go away
-  bool permit_without_calls = true;        // clients may ping connections without RPCs
-  std::int64_t max_connection_idle_ms = 0; // close connections idle this long (0: never)
+  std::int64_t time_ms = 60000;             // server pings an idle connection this often
+  std::int64_t timeout_ms = 20000;          // and closes it when the ping is not answered in time
+  std::int64_t min_client_ping_ms = 10000;  // clients pinging more often are told to go away
+  bool permit_without_calls = true;         // clients may ping connections without RPCs
+  std::int64_t max_connection_idle_ms = 0;  // close connections idle this long (0: never)
 };
 
 struct ServerConfig {
@@ -43,11 +43,11 @@ struct ServerConfig {
   // "host:port" (port 0 picks a free one) or "unix:/path". At least one.
   std::vector<std::string> listen;
   std::string metrics_listen;  // "host:port" for GET /metrics; empty: no endpoint
-  std::chrono::milliseconds poll_interval{1000};     // directory rescan period
-  std::chrono::milliseconds shutdown_grace{10000};   // used by the serve command on a signal
-  bool verify_on_load = false;                       // check all checksums before serving a file
+  std::chrono::milliseconds poll_interval{1000};    // directory rescan period
+  std::chrono::milliseconds shutdown_grace{10000};  // used by the serve command on a signal
+  bool verify_on_load = false;                      // check all checksums before serving a file
   ServiceOptions service;
-  std::uint32_t max_concurrent_streams = 256;        // StreamRows + StreamKeys over all clients
+  std::uint32_t max_concurrent_streams = 256;          // StreamRows + StreamKeys over all clients
   std::uint64_t max_receive_message_bytes = 4u << 20;  // largest request accepted
   KeepaliveConfig keepalive;
   TlsConfig tls;

@@ -73,7 +73,7 @@ class RowStream {
   std::shared_ptr<const TableEntry> entry_;
   std::uint64_t begin_ = 0, end_ = 0, next_ = 0;
   std::uint64_t chunk_rows_ = 0;
-  bool aligned_ = true;   // chunks are whole blocks (else: pieces of one block)
+  bool aligned_ = true;  // chunks are whole blocks (else: pieces of one block)
   bool sent_first_ = false;
   std::uint64_t readahead_bytes_ = 0;
   std::uint64_t advised_until_ = 0;  // row up to which WILLNEED was issued
@@ -108,9 +108,8 @@ class Service {
   Catalog& catalog() const { return *catalog_; }
 
  private:
-  Result<std::shared_ptr<const TableEntry>> Resolve(const std::string& table,
-                                                    const std::optional<std::uint64_t>& expected)
-      const;
+  Result<std::shared_ptr<const TableEntry>> Resolve(
+      const std::string& table, const std::optional<std::uint64_t>& expected) const;
 
   std::shared_ptr<Catalog> catalog_;
   ServiceOptions options_;
