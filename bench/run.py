@@ -748,23 +748,23 @@ def plots(results, img):
 
     sv = results.get("serving")
     if sv:
-        fig, (a1, a2) = plt.subplots(1, 2, figsize=(9, 3.6))
+        fig, (a1, a2) = plt.subplots(1, 2, figsize=(10, 4))
         pb, sb = sv["pull_bench"], sv["serve_bench"]
         bars = {"iperf3 (1 stream)": pb["iperf3_bytes_per_s"],
-                "serve_bench client": sb["serve_bytes_per_s"]}
+                "serve (serve_bench)": sb["serve_bytes_per_s"]}
         for s in pb["streamed"]:
             bars[f"C++ {s['streams']}s"] = s["bytes_per_s"]
         for s in sv["python_client"]:
             bars[f"Py {s['streams']}s"] = s["bytes_per_s"]
         if sv.get("arrow_flight"):
             bars["Flight"] = sv["arrow_flight"]["bytes_per_s"]
-        bars["naive gRPC"] = sb["naive_bytes_per_s"]
+        bars["naive gRPC (serve_bench)"] = sb["naive_bytes_per_s"]
         a1.bar(range(len(bars)), [v / 1e9 for v in bars.values()],
                color=["gray", "C0"] + ["C0"] * len(pb["streamed"])
                + ["C1"] * len(sv["python_client"])
                + ["C2"] * (1 if sv.get("arrow_flight") else 0) + ["C3"])
         a1.set_xticks(range(len(bars)))
-        a1.set_xticklabels(list(bars), rotation=45, fontsize=7)
+        a1.set_xticklabels(list(bars), rotation=45, ha="right", fontsize=7)
         a1.set_ylabel("GB/s")
         a1.set_title("Loopback, whole table, 1 client")
         cs = sb["concurrent"]
