@@ -28,8 +28,9 @@ RunFn RegisterHealth(CLI::App& app) {
                   "(default: ask once)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--quiet,-q", args->quiet, "Print nothing; the exit code is the answer");
-  sub->footer("Exit codes: 0 SERVING; 1 NOT_SERVING, unknown, or the server cannot be reached; "
-              "2 usage error.\nExample: embstore health --from unix:/run/embstore/embstore.sock");
+  sub->footer(
+      "Exit codes: 0 SERVING; 1 NOT_SERVING, unknown, or the server cannot be reached; "
+      "2 usage error.\nExample: embstore health --from unix:/run/embstore/embstore.sock");
   return [args]() {
     auto opts = ToConnectOptions(args->client);
     if (!opts.ok()) return ReportError("health", opts.status());
@@ -43,8 +44,8 @@ RunFn RegisterHealth(CLI::App& app) {
     }
     auto st = client::CheckHealth(*opts, args->service);
     if (!st.ok()) {
-      if (args->quiet) return st.status().code() == StatusCode::kInvalidArgument ? kExitUsage
-                                                                                : kExitFailure;
+      if (args->quiet)
+        return st.status().code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
       return ReportError("health", st.status());
     }
     if (!args->quiet) {

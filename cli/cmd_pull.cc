@@ -54,8 +54,8 @@ Status ParseRows(const std::string& spec, std::uint64_t rows, std::uint64_t* beg
   std::string_view a(spec.data(), colon), b(spec.data() + colon + 1, spec.size() - colon - 1);
   if (!num(a, begin) || !num(b, end)) return bad();
   if (*begin > *end || *end > rows) {
-    return Status::OutOfRange("--rows " + spec + " is outside the table's " +
-                              std::to_string(rows) + " rows");
+    return Status::OutOfRange("--rows " + spec + " is outside the table's " + std::to_string(rows) +
+                              " rows");
   }
   return Status::OK();
 }
@@ -139,9 +139,8 @@ int PullManifest(const PullArgs& a, bool npy) {
   if (!file.ok()) return ReportError("pull", file.status());
   Result<client::ShardedLoadStats> stats = Status::Internal("not loaded");
   if (npy) {
-    std::string header = store::NpyHeader(lo.to_f32 || m->dtype == store::DType::kF32 ? "<f4"
-                                                                                      : "<f2",
-                                          end - begin, m->dim);
+    std::string header = store::NpyHeader(
+        lo.to_f32 || m->dtype == store::DType::kF32 ? "<f4" : "<f2", end - begin, m->dim);
     auto buf = Buffer::Map((*file)->fd(), header.size() + *need, (*file)->temp_path());
     if (!buf.ok()) return ReportError("pull", buf.status());
     std::memcpy(buf->span().data(), header.data(), header.size());
@@ -163,8 +162,8 @@ int PullManifest(const PullArgs& a, bool npy) {
     if (block_rows > 0) wo.block_rows = block_rows;
     wo.overwrite = a.force;
     wo.with_keys = keys;
-    wo.creator = "embstore " + std::string(store::EmbstoreVersion()) + " pull --manifest " +
-                 a.manifest;
+    wo.creator =
+        "embstore " + std::string(store::EmbstoreVersion()) + " pull --manifest " + a.manifest;
     auto w = store::TableWriter::Create(a.out, wo);
     Status ws = w.status();
     if (ws.ok()) ws = (*w)->AppendRows(buf->span());
@@ -179,14 +178,15 @@ int PullManifest(const PullArgs& a, bool npy) {
     if (!ws.ok()) return ReportError("pull", ws);
   }
   double gbps = stats->seconds > 0 ? stats->bytes / stats->seconds / 1e9 : 0;
-  std::printf("pulled %s rows [%llu, %llu) x %llu %s from %zu of %zu shards: %.1f MB in %.2f s "
-              "(%.2f GB/s), %d resumes, %d retries of unreachable servers, %d refetched chunks "
-              "-> %s\n",
-              m->table.c_str(), static_cast<unsigned long long>(begin),
-              static_cast<unsigned long long>(end), static_cast<unsigned long long>(m->dim),
-              lo.to_f32 ? "F32" : std::string(store::DTypeName(m->dtype)).c_str(),
-              stats->shards.size(), m->shards.size(), stats->bytes / 1e6, stats->seconds, gbps,
-              stats->resumes, stats->unreachable_retries, stats->bad_chunks, a.out.c_str());
+  std::printf(
+      "pulled %s rows [%llu, %llu) x %llu %s from %zu of %zu shards: %.1f MB in %.2f s "
+      "(%.2f GB/s), %d resumes, %d retries of unreachable servers, %d refetched chunks "
+      "-> %s\n",
+      m->table.c_str(), static_cast<unsigned long long>(begin),
+      static_cast<unsigned long long>(end), static_cast<unsigned long long>(m->dim),
+      lo.to_f32 ? "F32" : std::string(store::DTypeName(m->dtype)).c_str(), stats->shards.size(),
+      m->shards.size(), stats->bytes / 1e6, stats->seconds, gbps, stats->resumes,
+      stats->unreachable_retries, stats->bad_chunks, a.out.c_str());
   return kExitOk;
 }
 
@@ -194,13 +194,13 @@ int Pull(const PullArgs& a) {
   const bool npy = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".npy") == 0;
   const bool emb = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".emb") == 0;
   if (!npy && !emb) {
-    return ReportError("pull", Status::InvalidArgument("--out '" + a.out +
-                                                       "' must end in .npy or .emb"));
+    return ReportError("pull",
+                       Status::InvalidArgument("--out '" + a.out + "' must end in .npy or .emb"));
   }
   if (!a.manifest.empty()) return PullManifest(a, npy);
   if (a.client.target.empty() || a.table.empty()) {
-    return ReportError("pull", Status::InvalidArgument(
-                                   "give --from TARGET and --table NAME, or --manifest FILE"));
+    return ReportError(
+        "pull", Status::InvalidArgument("give --from TARGET and --table NAME, or --manifest FILE"));
   }
   auto opts = ToConnectOptions(a.client);
   if (!opts.ok()) return ReportError("pull", opts.status());
@@ -241,9 +241,8 @@ int Pull(const PullArgs& a) {
   Result<client::LoadStats> stats = Status::Internal("not loaded");
   if (npy) {
     // Load straight into the output file's pages: no second copy of the table in memory.
-    std::string header = store::NpyHeader(lo.to_f32 || desc->dtype == store::DType::kF32 ? "<f4"
-                                                                                         : "<f2",
-                                          end - begin, desc->dim);
+    std::string header = store::NpyHeader(
+        lo.to_f32 || desc->dtype == store::DType::kF32 ? "<f4" : "<f2", end - begin, desc->dim);
     auto buf = Buffer::Map((*file)->fd(), header.size() + *need, (*file)->temp_path());
     if (!buf.ok()) return ReportError("pull", buf.status());
     std::memcpy(buf->span().data(), header.data(), header.size());
@@ -262,8 +261,8 @@ int Pull(const PullArgs& a) {
       wo.overwrite = a.force;
       wo.with_keys = desc->has_keys && !a.no_keys;
       wo.metadata = desc->metadata;
-      wo.creator = "embstore " + std::string(store::EmbstoreVersion()) + " pull from " +
-                   a.client.target;
+      wo.creator =
+          "embstore " + std::string(store::EmbstoreVersion()) + " pull from " + a.client.target;
       auto w = store::TableWriter::Create(a.out, wo);
       Status ws = w.status();
       if (ws.ok()) ws = (*w)->AppendRows(buf->span());
@@ -285,14 +284,18 @@ int Pull(const PullArgs& a) {
     if (!st.ok()) return ReportError("pull", st);
   }
   double gbps = stats->seconds > 0 ? stats->bytes / stats->seconds / 1e9 : 0;
-  std::printf("pulled %s rows [%llu, %llu) x %llu %s: %.1f MB in %.2f s (%.2f GB/s), %s, "
-              "%d resumes, %d refetched chunks -> %s\n",
-              a.table.c_str(), static_cast<unsigned long long>(begin),
-              static_cast<unsigned long long>(end), static_cast<unsigned long long>(desc->dim),
-              lo.to_f32 ? "F32" : std::string(store::DTypeName(desc->dtype)).c_str(),
-              stats->bytes / 1e6, stats->seconds, gbps,
-              stats->local ? "local file" : (std::to_string(stats->streams) + (stats->streams == 1 ? " stream" : " streams")).c_str(),
-              stats->resumes, stats->bad_chunks, a.out.c_str());
+  std::printf(
+      "pulled %s rows [%llu, %llu) x %llu %s: %.1f MB in %.2f s (%.2f GB/s), %s, "
+      "%d resumes, %d refetched chunks -> %s\n",
+      a.table.c_str(), static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end),
+      static_cast<unsigned long long>(desc->dim),
+      lo.to_f32 ? "F32" : std::string(store::DTypeName(desc->dtype)).c_str(), stats->bytes / 1e6,
+      stats->seconds, gbps,
+      stats->local
+          ? "local file"
+          : (std::to_string(stats->streams) + (stats->streams == 1 ? " stream" : " streams"))
+                .c_str(),
+      stats->resumes, stats->bad_chunks, a.out.c_str());
   return kExitOk;
 }
 
@@ -301,8 +304,9 @@ int Pull(const PullArgs& a) {
 RunFn RegisterPull(CLI::App& app) {
   auto args = std::make_shared<PullArgs>();
   CLI::App* sub = app.add_subcommand(
-      "pull", "Download a table (or rows of it) from a server, or from the servers of a sharded "
-              "table's manifest, into .npy or .emb");
+      "pull",
+      "Download a table (or rows of it) from a server, or from the servers of a sharded "
+      "table's manifest, into .npy or .emb");
   AddClientFlags(sub, &args->client);
   CLI::Option* from = sub->get_option("--from");
   from->required(false);
@@ -323,9 +327,10 @@ RunFn RegisterPull(CLI::App& app) {
   sub->add_flag("--no-local", args->no_local,
                 "Always stream, even when the server's file is readable on this host");
   sub->add_flag("--no-keys", args->no_keys, "With .emb output, leave the keys out");
-  sub->footer("Either --from TARGET --table NAME, or --manifest FILE. With a manifest, every "
-              "shard overlapping --rows loads at once (--streams each); the TLS and token flags "
-              "apply to every shard's server.");
+  sub->footer(
+      "Either --from TARGET --table NAME, or --manifest FILE. With a manifest, every "
+      "shard overlapping --rows loads at once (--streams each); the TLS and token flags "
+      "apply to every shard's server.");
   return [args]() { return Pull(*args); };
 }
 

@@ -1,10 +1,10 @@
 #include "embstore/client/health.h"
 
+#include <grpcpp/grpcpp.h>
+
 #include <fstream>
 #include <sstream>
 #include <thread>
-
-#include <grpcpp/grpcpp.h>
 
 #include "grpc/health/v1/health.grpc.pb.h"
 #include "grpc_util.h"
@@ -57,10 +57,14 @@ Result<std::shared_ptr<grpc::Channel>> OpenChannel(const ConnectOptions& o) {
 
 std::string_view ServingStatusName(ServingStatus s) {
   switch (s) {
-    case ServingStatus::kServing: return "SERVING";
-    case ServingStatus::kNotServing: return "NOT_SERVING";
-    case ServingStatus::kServiceUnknown: return "SERVICE_UNKNOWN";
-    case ServingStatus::kUnknown: break;
+    case ServingStatus::kServing:
+      return "SERVING";
+    case ServingStatus::kNotServing:
+      return "NOT_SERVING";
+    case ServingStatus::kServiceUnknown:
+      return "SERVICE_UNKNOWN";
+    case ServingStatus::kUnknown:
+      break;
   }
   return "UNKNOWN";
 }
@@ -84,11 +88,14 @@ Result<ServingStatus> CheckHealth(const ConnectOptions& options, const std::stri
   }
   if (!s.ok()) return internal::FromGrpc(s, options.target);
   switch (resp.status()) {
-    case grpc::health::v1::HealthCheckResponse::SERVING: return ServingStatus::kServing;
-    case grpc::health::v1::HealthCheckResponse::NOT_SERVING: return ServingStatus::kNotServing;
+    case grpc::health::v1::HealthCheckResponse::SERVING:
+      return ServingStatus::kServing;
+    case grpc::health::v1::HealthCheckResponse::NOT_SERVING:
+      return ServingStatus::kNotServing;
     case grpc::health::v1::HealthCheckResponse::SERVICE_UNKNOWN:
       return ServingStatus::kServiceUnknown;
-    default: return ServingStatus::kUnknown;
+    default:
+      return ServingStatus::kUnknown;
   }
 }
 
@@ -109,9 +116,8 @@ Status WaitUntilServing(const ConnectOptions& options, const std::string& servic
     if (Clock::now() + interval >= deadline) {
       if (!st.ok()) return st.status();
       return Status::Unavailable("server '" + options.target + "' reports " +
-                                 std::string(ServingStatusName(*st)) + " for service '" +
-                                 service + "' after waiting " +
-                                 std::to_string(timeout.count()) + " ms");
+                                 std::string(ServingStatusName(*st)) + " for service '" + service +
+                                 "' after waiting " + std::to_string(timeout.count()) + " ms");
     }
     std::this_thread::sleep_for(interval);
   }

@@ -1,12 +1,11 @@
 // CheckHealth and WaitUntilServing against the real server, in-process on loopback.
 #include "embstore/client/health.h"
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <filesystem>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "embstore/server/server.h"
 
@@ -100,8 +99,8 @@ TEST_F(HealthTest, WaitsForAServerThatStartsLater) {
     std::this_thread::sleep_for(std::chrono::milliseconds(400));
     Start(addr);
   });
-  Status st = WaitUntilServing(options, "", std::chrono::seconds(30),
-                               std::chrono::milliseconds(50));
+  Status st =
+      WaitUntilServing(options, "", std::chrono::seconds(30), std::chrono::milliseconds(50));
   starter.join();
   EXPECT_TRUE(st.ok()) << st.ToString();
 }

@@ -7,10 +7,9 @@
 #include <deque>
 #include <fstream>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
-
-#include <nlohmann/json.hpp>
 
 #include "embstore/client/health.h"
 
@@ -105,8 +104,7 @@ Result<ShardManifest> ParseShardManifest(std::string_view text, const std::strin
   }
   auto dtype = store::ParseDType(doc["dtype"].get<std::string>());
   if (!dtype) {
-    return bad("\"dtype\" must be one of \"F32\", \"F16\", \"BF16\", found " +
-               doc["dtype"].dump());
+    return bad("\"dtype\" must be one of \"F32\", \"F16\", \"BF16\", found " + doc["dtype"].dump());
   }
   m.dtype = *dtype;
   if (!doc.contains("shards") || !doc["shards"].is_array()) {
@@ -155,9 +153,9 @@ Result<ShardManifest> ParseShardManifest(std::string_view text, const std::strin
     }
     if (spec.begin != next) {
       return bad(where + ": begins at row " + std::to_string(spec.begin) + " but " +
-                 (i == 0 ? std::string("the first shard must begin at row 0")
-                         : "shard " + std::to_string(i - 1) + " ends at row " +
-                               std::to_string(next)) +
+                 (i == 0
+                      ? std::string("the first shard must begin at row 0")
+                      : "shard " + std::to_string(i - 1) + " ends at row " + std::to_string(next)) +
                  " (shards must be listed in row order, without gaps or overlaps)");
     }
     next = spec.end;
@@ -218,8 +216,8 @@ Result<std::unique_ptr<ShardedTable>> ShardedTable::Open(ShardManifest manifest,
 
 std::string ShardedTable::ShardName(int i) const {
   const ShardSpec& s = manifest_.shards[i];
-  return "manifest '" + manifest_.origin + "' shard " + std::to_string(i) + " (table '" +
-         s.table + "' at " + s.target + ", rows " + Range(s.begin, s.end) + ")";
+  return "manifest '" + manifest_.origin + "' shard " + std::to_string(i) + " (table '" + s.table +
+         "' at " + s.target + ", rows " + Range(s.begin, s.end) + ")";
 }
 
 Status ShardedTable::CheckShard(int i, const TableDesc& d) const {
@@ -260,8 +258,8 @@ Result<std::vector<TableDesc>> ShardedTable::DescribeShards() {
   for (std::size_t i = 0; i < manifest_.shards.size(); ++i) {
     auto d = clients_[i]->Describe(manifest_.shards[i].table);
     if (!d.ok()) {
-      return Status(d.status().code(), ShardName(static_cast<int>(i)) + ": " +
-                                           d.status().message());
+      return Status(d.status().code(),
+                    ShardName(static_cast<int>(i)) + ": " + d.status().message());
     }
     EMBSTORE_RETURN_NOT_OK(CheckShard(static_cast<int>(i), *d));
     out.push_back(std::move(*d));
@@ -283,8 +281,8 @@ Result<std::vector<std::string>> ShardedTable::Keys(std::uint64_t begin,
     if (b >= e) continue;
     auto part = clients_[i]->Keys(s.table, b - s.begin, e - s.begin);
     if (!part.ok()) {
-      return Status(part.status().code(), ShardName(static_cast<int>(i)) + ": " +
-                                              part.status().message());
+      return Status(part.status().code(),
+                    ShardName(static_cast<int>(i)) + ": " + part.status().message());
     }
     for (auto& k : *part) keys.push_back(std::move(k));
   }
@@ -321,8 +319,7 @@ struct LoadState {
 
 }  // namespace
 
-Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out,
-                                            const LoadOptions& options) {
+Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out, const LoadOptions& options) {
   EMBSTORE_ASSIGN_OR_RETURN(std::uint64_t need, OutputBytes(options));
   if (out.size() != need) {
     return Status::InvalidArgument("buffer for table '" + manifest_.table + "' of manifest '" +
@@ -382,14 +379,16 @@ Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out,
       const bool transient =
           code == StatusCode::kUnavailable || code == StatusCode::kDeadlineExceeded;
       if (!transient || attempt >= std::max(1, options.max_attempts)) {
-        return Status(code, ShardName(r.shard) + ": " + d.status().message() +
-                                (transient ? " (gave up after " + std::to_string(attempt) +
-                                                 " attempts)"
-                                           : ""));
+        return Status(
+            code,
+            ShardName(r.shard) + ": " + d.status().message() +
+                (transient ? " (gave up after " + std::to_string(attempt) + " attempts)" : ""));
       }
       if (deadline && Clock::now() + backoff >= *deadline) {
-        return Status::DeadlineExceeded(ShardName(r.shard) + ": load timed out while the server "
-                                        "was unreachable: " + d.status().message());
+        return Status::DeadlineExceeded(ShardName(r.shard) +
+                                        ": load timed out while the server "
+                                        "was unreachable: " +
+                                        d.status().message());
       }
       ++unreachable;
       state.Event({LoadEvent::Kind::kResume, r.shard, r.begin,
@@ -398,8 +397,8 @@ Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out,
       // Sleep in short steps so a cancel is seen promptly.
       const auto wake = Clock::now() + backoff;
       while (Clock::now() < wake && !cancelled()) {
-        std::this_thread::sleep_for(std::min<Clock::duration>(std::chrono::milliseconds(20),
-                                                              wake - Clock::now()));
+        std::this_thread::sleep_for(
+            std::min<Clock::duration>(std::chrono::milliseconds(20), wake - Clock::now()));
       }
       backoff = std::min(backoff * 2, options.max_backoff);
     }
@@ -436,10 +435,11 @@ Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out,
       return Status(stats.status().code(), ShardName(r.shard) + ": " + stats.status().message());
     }
     if (s.content_id && stats->content_id != *s.content_id) {
-      return Status::FailedPrecondition(ShardName(r.shard) + ": the server's table changed to "
-                                        "content_id " + Hex(stats->content_id) +
-                                        " during the load, the manifest pins " +
-                                        Hex(*s.content_id));
+      return Status::FailedPrecondition(
+          ShardName(r.shard) +
+          ": the server's table changed to "
+          "content_id " +
+          Hex(stats->content_id) + " during the load, the manifest pins " + Hex(*s.content_id));
     }
     r.stats = *stats;
     return Status::OK();

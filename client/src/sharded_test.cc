@@ -3,6 +3,7 @@
 // and restarted mid-load, and one that never comes back.
 #include "embstore/client/sharded.h"
 
+#include <gtest/gtest.h>
 #include <stdlib.h>
 
 #include <atomic>
@@ -10,8 +11,6 @@
 #include <filesystem>
 #include <random>
 #include <thread>
-
-#include <gtest/gtest.h>
 
 #include "embstore/server/server.h"
 #include "embstore/store/table.h"
@@ -98,8 +97,7 @@ TEST(ShardManifest, RejectsBadFieldsNamingThem) {
                  {"shard 2", "target", "host-c"});
   ExpectRejected(Edit(R"("table": "items-0")", R"("tabel": "items-0")"),
                  {"shard 0", "unknown key 'tabel'"});
-  ExpectRejected(Edit(R"("content_id": 7)", R"("content_id": "0xZZ")"),
-                 {"shard 2", "content_id"});
+  ExpectRejected(Edit(R"("content_id": 7)", R"("content_id": "0xZZ")"), {"shard 2", "content_id"});
   ExpectRejected(Edit(R"("table": "items",)", R"("table": "items", "extra": 1,)"),
                  {"unknown key 'extra'"});
 }
@@ -407,8 +405,7 @@ TEST_F(ShardedTest, RejectsServersWhoseTablesDoNotMatchTheManifest) {
   auto st3 = Open(pinned)->Load(all, Streamed());
   ASSERT_FALSE(st3.ok());
   EXPECT_EQ(st3.status().code(), StatusCode::kFailedPrecondition);
-  EXPECT_NE(st3.status().message().find("content_id"), std::string::npos)
-      << st3.status().message();
+  EXPECT_NE(st3.status().message().find("content_id"), std::string::npos) << st3.status().message();
 }
 
 TEST_F(ShardedTest, KeysComeFromEveryOverlappingShardInRowOrder) {

@@ -35,10 +35,10 @@ namespace embstore::client {
 
 // One row range of the logical table and where it is served.
 struct ShardSpec {
-  std::uint64_t begin = 0;  // first logical row
-  std::uint64_t end = 0;    // one past the last logical row
-  std::string target;       // "host:port" or "unix:/path"
-  std::string table;        // the table's name on that server
+  std::uint64_t begin = 0;                  // first logical row
+  std::uint64_t end = 0;                    // one past the last logical row
+  std::string target;                       // "host:port" or "unix:/path"
+  std::string table;                        // the table's name on that server
   std::optional<std::uint64_t> content_id;  // when set, only this version is accepted
 };
 
@@ -64,20 +64,20 @@ Result<ShardManifest> ReadShardManifest(const std::string& path);
 std::string FormatShardManifest(const ShardManifest& manifest);
 
 struct ShardLoadStats {
-  int shard = 0;                  // index into manifest.shards
-  std::uint64_t begin = 0;        // logical rows loaded from this shard
+  int shard = 0;            // index into manifest.shards
+  std::uint64_t begin = 0;  // logical rows loaded from this shard
   std::uint64_t end = 0;
   LoadStats stats;
 };
 
 struct ShardedLoadStats {
   std::uint64_t rows = 0;
-  std::uint64_t bytes = 0;        // bytes written into the caller's buffer
-  std::uint64_t wire_bytes = 0;   // payload bytes received over all shards
+  std::uint64_t bytes = 0;       // bytes written into the caller's buffer
+  std::uint64_t wire_bytes = 0;  // payload bytes received over all shards
   double seconds = 0;
-  int resumes = 0;                // stream resumes over all shards
+  int resumes = 0;  // stream resumes over all shards
   int bad_chunks = 0;
-  int unreachable_retries = 0;    // times a shard's server could not be reached and was retried
+  int unreachable_retries = 0;  // times a shard's server could not be reached and was retried
   std::vector<ShardLoadStats> shards;  // the shards that overlapped the range, in row order
 };
 
