@@ -228,6 +228,9 @@ void ClientTest::LoadThroughARestart(std::uint64_t chunk_bytes, bool to_f32) {
   LoadOptions o = Streamed(2);
   o.chunk_bytes = chunk_bytes;
   o.to_f32 = to_f32;
+  // Room for a slow restart on a busy machine: the restarted server must come back within the
+  // retry budget (about 20 s here), whatever the load.
+  o.max_attempts = 100;
   o.after_chunk = [&](int, std::uint64_t) {
     if (++chunks == 10) {
       StopServer();
