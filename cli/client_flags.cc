@@ -16,6 +16,10 @@ void AddClientFlags(CLI::App* sub, ClientFlags* f) {
   sub->add_option("--tls-key", f->tls_key, "PEM client key")->check(CLI::ExistingFile);
   sub->add_option("--tls-server-name", f->tls_server_name,
                   "Name to check the server certificate against");
+  sub->add_option("--lb", f->load_balancing,
+                  "Load balancing over the addresses a dns:/// target resolves to: pick_first "
+                  "(default) or round_robin")
+      ->check(CLI::IsMember({"pick_first", "round_robin"}));
   sub->add_option("--rpc-timeout", f->rpc_timeout_s, "Seconds for each short request (default 30)")
       ->check(CLI::PositiveNumber);
 }
@@ -42,6 +46,7 @@ Result<client::ConnectOptions> ToConnectOptions(const ClientFlags& f) {
   o.tls.cert_file = f.tls_cert;
   o.tls.key_file = f.tls_key;
   o.tls.server_name = f.tls_server_name;
+  o.load_balancing = f.load_balancing;
   o.rpc_timeout = std::chrono::milliseconds(static_cast<long long>(f.rpc_timeout_s * 1000));
   return o;
 }

@@ -16,6 +16,7 @@ struct ClientFlags {
   bool tls = false;
   std::string tls_ca, tls_cert, tls_key, tls_server_name;
   double rpc_timeout_s = 30;
+  std::string load_balancing;
 };
 
 void AddClientFlags(CLI::App* sub, ClientFlags* flags);

@@ -114,6 +114,13 @@ Result<std::unique_ptr<Client>> Client::Connect(const ConnectOptions& options) {
   } else {
     c->impl_->creds = grpc::InsecureChannelCredentials();
   }
+  if (!options.load_balancing.empty()) {
+    if (options.load_balancing != "pick_first" && options.load_balancing != "round_robin") {
+      return Status::InvalidArgument("load balancing policy '" + options.load_balancing +
+                                     "' is neither pick_first nor round_robin");
+    }
+    c->impl_->base_args.SetLoadBalancingPolicyName(options.load_balancing);
+  }
   // Row chunks stay under 4 MiB, but lookups of many rows may be larger.
   c->impl_->base_args.SetMaxReceiveMessageSize(64 << 20);
   c->impl_->control =

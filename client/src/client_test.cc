@@ -394,6 +394,22 @@ TEST_F(ClientTest, ClearErrorsForBadTargetsAndUnknownTables) {
   EXPECT_EQ(good->Describe("../etc/passwd").status().code(), StatusCode::kInvalidArgument);
 }
 
+TEST_F(ClientTest, LoadBalancingPolicyIsValidatedAndUsable) {
+  auto want = AddTable("t", 500, 4);
+  ConnectOptions o;
+  o.target = "dns:///" + target_;
+  o.load_balancing = "round_robin";
+  auto c = Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<std::byte> got(want.size());
+  ASSERT_TRUE((*c)->Load("t", got, Streamed(2)).ok());
+  EXPECT_EQ(got, want);
+  o.load_balancing = "least_loaded";
+  auto bad = Client::Connect(o);
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("least_loaded"), std::string::npos);
+}
+
 TEST_F(ClientTest, TokensAreCheckedByTheServer) {
   StopServer();
   StartServer("127.0.0.1:0", {"s3cret"});

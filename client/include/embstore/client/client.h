@@ -52,6 +52,10 @@ struct ConnectOptions {
   TlsOptions tls;
   std::string token;  // sent as "authorization: Bearer <token>" when not empty
   std::chrono::milliseconds rpc_timeout{30000};  // for unary calls (List, Describe, Lookup)
+  // gRPC load-balancing policy for a target that resolves to several servers (a headless
+  // Service through "dns:///..."): "pick_first" (gRPC's default: one address a connection) or
+  // "round_robin" (calls of a connection spread over every address). Empty: gRPC's default.
+  std::string load_balancing;
 };
 
 // Where a table's file lives on the server's host (see PROTOCOL.md, "Local fast path").
