@@ -146,14 +146,9 @@ Result<std::shared_ptr<TableEntry>> Catalog::Load(const std::string& name,
   e->path_ = path;
   e->file_ = id;
   e->fd_ = fd;
-  // The whole file is mapped from offset 0 (store::Table maps it entirely), so the mapping starts
-  // data_offset() bytes before row 0.
   const store::Table& t = **table;
   if (t.rows() > 0 && t.row_bytes() > 0) {
-    auto rows = t.RowBytes(0, t.rows());
-    if (!rows.ok()) return rows.status();  // e's destructor closes fd
-    const std::byte* base = rows->data() - t.data_offset();
-    auto guard = MappingGuard::Register(std::span<const std::byte>(base, t.file_size()));
+    auto guard = MappingGuard::Register(t.mapped_file());
     if (!guard.ok()) return guard.status();  // e's destructor closes fd
     e->guard_ = std::move(guard).value();
   }

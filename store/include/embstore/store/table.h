@@ -56,6 +56,9 @@ class Table {
   // File offset of the first matrix byte (a multiple of kDataAlignment).
   std::uint64_t data_offset() const { return data_offset_; }
   int format_version() const { return version_; }
+  // The whole file as mapped (header included); valid while the Table lives. For code that must
+  // watch the mapping itself, such as a server guarding against the file shrinking under it.
+  std::span<const std::byte> mapped_file() const { return {base_, file_size_}; }
 
   // The whole __metadata__ map, embstore.* keys included.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
