@@ -22,7 +22,7 @@ namespace kernels {
 
 const DTypeKernels& ScalarKernels() {
   static const DTypeKernels k = {"scalar", scalar::F16ToF32, scalar::Bf16ToF32, scalar::F32ToF16,
-                                 scalar::F32ToBf16};
+                                 scalar::F32ToBf16, scalar::MaxFiniteMagnitude};
   return k;
 }
 
@@ -71,6 +71,15 @@ const DTypeKernels& ActiveKernels() {
 
 }  // namespace kernels
 
+namespace {
+
+// Magnitudes (f32 bits without the sign) from which a finite f32 rounds to infinity:
+// 65520, halfway past binary16's largest 65504; and halfway past bfloat16's largest.
+constexpr std::uint32_t kF16OverflowBits = 0x477FF000u;
+constexpr std::uint32_t kBF16OverflowBits = 0x7F7F8000u;
+
+}  // namespace
+
 std::string_view DTypeName(DType t) {
   switch (t) {
     case DType::kF32:
@@ -106,9 +115,9 @@ bool OverflowsTo(DType t, float f) {
     case DType::kF32:
       return false;
     case DType::kF16:
-      return mag >= 0x477FF000u;  // >= 65520 rounds to inf
+      return mag >= kF16OverflowBits;
     case DType::kBF16:
-      return mag >= 0x7F7F8000u;  // halfway past the largest bfloat16
+      return mag >= kBF16OverflowBits;
   }
   return false;
 }
@@ -133,13 +142,17 @@ void ConvertToF32(DType t, std::span<const std::byte> src, std::span<float> dst)
 
 std::optional<std::size_t> ConvertFromF32(DType t, std::span<const float> src,
                                           std::span<std::byte> dst, OverflowPolicy policy) {
-  if (policy == OverflowPolicy::kError && t != DType::kF32) {
-    for (std::size_t i = 0; i < src.size(); ++i) {
-      if (OverflowsTo(t, src[i])) return i;
-    }
-  }
   if (src.empty()) return std::nullopt;
   const auto& k = kernels::ActiveKernels();
+  if (policy == OverflowPolicy::kError && t != DType::kF32) {
+    // One vectorized pass finds whether anything overflows; only then look for the first one.
+    const std::uint32_t limit = t == DType::kF16 ? kF16OverflowBits : kBF16OverflowBits;
+    if (k.max_finite_magnitude(src.data(), src.size()) >= limit) {
+      for (std::size_t i = 0; i < src.size(); ++i) {
+        if (OverflowsTo(t, src[i])) return i;
+      }
+    }
+  }
   switch (t) {
     case DType::kF32:
       std::memcpy(dst.data(), src.data(), src.size() * 4);

@@ -18,6 +18,8 @@ struct DTypeKernels {
   void (*bf16_to_f32)(const std::uint16_t* src, float* dst, std::size_t n);
   void (*f32_to_f16)(const float* src, std::uint16_t* dst, std::size_t n);
   void (*f32_to_bf16)(const float* src, std::uint16_t* dst, std::size_t n);
+  // The largest |x| among the finite values of src, as f32 bits without the sign (0 if none).
+  std::uint32_t (*max_finite_magnitude)(const float* src, std::size_t n);
 };
 
 const DTypeKernels& ScalarKernels();

@@ -2,6 +2,7 @@
 // The loops are written so the compiler vectorizes them under each file's -m flags; where a
 // conversion has a dedicated instruction (F16C / AVX-512 vcvtph2ps, vcvtps2ph) it is used directly.
 // Each loop's scalar meaning is the matching function in dtype.cc (F16ToF32, F32ToBF16, ...).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 
@@ -40,6 +41,17 @@ inline void F32ToBf16(const float* src, std::uint16_t* dst, std::size_t n) {
     bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
     dst[i] = static_cast<std::uint16_t>(is_nan ? quiet_nan : rounded);
   }
+}
+
+// Branch-free so it vectorizes: infinities and NaNs (magnitude bits >= 0x7F800000) count as 0.
+inline std::uint32_t MaxFiniteMagnitude(const float* src, std::size_t n) {
+  std::uint32_t m = 0;
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint32_t mag = Bits(src[i]) & 0x7FFFFFFFu;
+    mag &= 0u - static_cast<std::uint32_t>(mag < 0x7F800000u);  // all ones when finite, else 0
+    m = std::max(m, mag);
+  }
+  return m;
 }
 
 // Scalar IEEE binary16 -> binary32, exact. Subnormals are scaled by 2^-24 in f32 (exact).

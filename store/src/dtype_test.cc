@@ -133,11 +133,28 @@ TEST(DTypeKernels, SimdMatchesScalarOnEdgeAndRandomInput) {
       for (std::size_t i = 0; i < n; ++i) {
         ASSERT_EQ(want16[i], got16[i]) << "f32->bf16 of bits 0x" << std::hex << Bits(in[i]);
       }
+      ASSERT_EQ(ref.max_finite_magnitude(in.data(), n), k->max_finite_magnitude(in.data(), n));
       ref.bf16_to_f32(want16.data(), want32.data(), n);
       k->bf16_to_f32(want16.data(), got32.data(), n);
       for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(Bits(want32[i]), Bits(got32[i])) << i;
     }
   }
+}
+
+TEST(DType, ConvertFromF32FindsAnOverflowAnywhereInALongSpan) {
+  std::vector<float> in(100003, 1.5f);
+  in[77777] = std::numeric_limits<float>::infinity();  // infinities are not overflows
+  in[88888] = std::numeric_limits<float>::quiet_NaN();
+  std::vector<std::byte> out(in.size() * 2);
+  EXPECT_EQ(ConvertFromF32(DType::kBF16, in, out, OverflowPolicy::kError), std::nullopt);
+  EXPECT_EQ(ConvertFromF32(DType::kF16, in, out, OverflowPolicy::kError), std::nullopt);
+  in[99999] = -70000.0f;
+  EXPECT_EQ(ConvertFromF32(DType::kF16, in, out, OverflowPolicy::kError),
+            std::optional<std::size_t>(99999));
+  EXPECT_EQ(ConvertFromF32(DType::kBF16, in, out, OverflowPolicy::kError), std::nullopt);
+  in[5] = 3.4e38f;
+  EXPECT_EQ(ConvertFromF32(DType::kBF16, in, out, OverflowPolicy::kError),
+            std::optional<std::size_t>(5));
 }
 
 TEST(DType, ConvertFromF32ReportsFirstOverflow) {
