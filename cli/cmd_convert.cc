@@ -110,13 +110,13 @@ RunFn RegisterConvert(CLI::App& app) {
     }
     std::printf(
         "%s: %llu rows x %llu %s, %llu bytes, from %s%s (%llu bytes of text) in %.2f s, "
-        "%.1f MB/s, %u threads, %s kernel%s\n",
+        "%.1f MB/s, %u thread%s, %s kernel%s\n",
         args->output.c_str(), static_cast<unsigned long long>(s.rows),
         static_cast<unsigned long long>(s.dim), std::string(store::DTypeName(s.dtype)).c_str(),
         static_cast<unsigned long long>(s.output_bytes),
         std::string(store::InputFormatName(s.format)).c_str(), s.gzip ? " (gzip)" : "",
         static_cast<unsigned long long>(s.input_bytes), s.seconds, mbps, s.threads,
-        s.kernel.c_str(),
+        s.threads == 1 ? "" : "s", s.kernel.c_str(),
         s.duplicate_keys > 0
             ? (", " + std::to_string(s.duplicate_keys) + " duplicate keys merged").c_str()
             : "");
