@@ -92,6 +92,24 @@ class Buffer {
 };
 
 // --manifest: the shards of one logical table, loaded in parallel from their servers.
+// The load options both kinds of pull share. BF16 rows become f32 for .npy, which has no
+// bfloat16 (`to_f32`). Progress goes to `progress`.
+client::LoadOptions LoadOptionsFor(const PullArgs& a, std::uint64_t begin, std::uint64_t end,
+                                   bool to_f32, Progress* progress) {
+  client::LoadOptions lo;
+  lo.begin_row = begin;
+  lo.end_row = end;
+  lo.streams = a.streams;
+  lo.allow_local = !a.no_local;
+  lo.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  lo.to_f32 = to_f32;
+  lo.progress = [progress](std::uint64_t done, std::uint64_t total) {
+    progress->Update(done, total);
+    return true;
+  };
+  return lo;
+}
+
 int PullManifest(const PullArgs& a, bool npy) {
   auto m = client::ReadShardManifest(a.manifest);
   if (!m.ok()) return ReportError("pull", m.status());
@@ -103,18 +121,9 @@ int PullManifest(const PullArgs& a, bool npy) {
   std::uint64_t begin, end;
   Status st = ParseRows(a.rows, m->rows, &begin, &end);
   if (!st.ok()) return ReportError("pull", st);
-  client::LoadOptions lo;
-  lo.begin_row = begin;
-  lo.end_row = end;
-  lo.streams = a.streams;
-  lo.allow_local = !a.no_local;
-  lo.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
-  lo.to_f32 = npy && m->dtype == store::DType::kBF16;
   Progress progress("pull " + m->table);
-  lo.progress = [&](std::uint64_t done, std::uint64_t total) {
-    progress.Update(done, total);
-    return true;
-  };
+  client::LoadOptions lo = LoadOptionsFor(a, begin, end, npy && m->dtype == store::DType::kBF16,
+                                          &progress);
   lo.on_event = [&](const client::LoadEvent& e) {
     if (e.kind == client::LoadEvent::Kind::kLocal) return;
     progress.Finish();
@@ -213,19 +222,9 @@ int Pull(const PullArgs& a) {
   Status st = ParseRows(a.rows, desc->rows, &begin, &end);
   if (!st.ok()) return ReportError("pull", st);
 
-  client::LoadOptions lo;
-  lo.begin_row = begin;
-  lo.end_row = end;
-  lo.streams = a.streams;
-  lo.allow_local = !a.no_local;
-  lo.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
-  // .npy has no bfloat16: BF16 tables become float32 there.
-  lo.to_f32 = npy && desc->dtype == store::DType::kBF16;
   Progress progress("pull " + a.table);
-  lo.progress = [&](std::uint64_t done, std::uint64_t total) {
-    progress.Update(done, total);
-    return true;
-  };
+  client::LoadOptions lo = LoadOptionsFor(a, begin, end, npy && desc->dtype == store::DType::kBF16,
+                                          &progress);
   lo.on_event = [&](const client::LoadEvent& e) {
     if (e.kind == client::LoadEvent::Kind::kLocal) return;
     progress.Finish();
