@@ -56,7 +56,7 @@ class Source:
 
     @classmethod
     def resolve(cls, source, *, token=None, tls=False, tls_ca=None, tls_cert=None, tls_key=None,
-                tls_server_name=None, rpc_timeout=30.0):
+                tls_server_name=None, rpc_timeout=30.0, load_balancing=None):
         if isinstance(source, Source):
             return source
         if not isinstance(source, (str, os.PathLike)):
@@ -67,7 +67,8 @@ class Source:
         if os.path.isfile(s) and s.endswith(".json"):
             # A shard manifest: one table split by row ranges across servers (docs/DEPLOY.md).
             table = _native.ShardedTable(s, token or "", tls, tls_ca or "", tls_cert or "",
-                                         tls_key or "", tls_server_name or "", rpc_timeout)
+                                         tls_key or "", tls_server_name or "", rpc_timeout,
+                                         load_balancing or "")
             return cls("sharded", s, table)
         if os.path.isfile(s):
             return cls("file", s)
@@ -75,7 +76,8 @@ class Source:
             return cls("dir", s)
         if _TARGET.match(s):
             client = _native.Client(s, token or "", tls, tls_ca or "", tls_cert or "",
-                                    tls_key or "", tls_server_name or "", rpc_timeout)
+                                    tls_key or "", tls_server_name or "", rpc_timeout,
+                                    load_balancing or "")
             return cls("server", s, client)
         raise NotFoundError(f"source {s!r} is neither a table file, a store directory nor a "
                             f"server target (host:port or unix:PATH)")
@@ -232,7 +234,8 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
         cancel.
     local: read a server's table straight from its file when that file is on this host.
     Connection keywords for servers: token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
-    rpc_timeout.
+    rpc_timeout, and load_balancing ("pick_first" or "round_robin", for a "dns:///" target that
+    resolves to a pool of servers).
 
     The result is writable and 64-byte aligned (unless copy=False).
     """
@@ -260,7 +263,8 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
 
 def _load_keys(src, table, desc, keys, missing, out_dtype):
     if not (missing in ("error", "zeros") or callable(missing)):
-        raise InvalidArgumentError(f"missing= must be 'error', 'zeros' or a callable, not {missing!r}")
+        raise InvalidArgumentError(
+            f"missing= must be 'error', 'zeros' or a callable, not {missing!r}")
     dim = desc["dim"]
     found, matrix = src.gather(table, keys)
     absent = np.setdiff1d(np.arange(len(keys)), found)

@@ -108,7 +108,8 @@ def assign(variable, source, table=None, *, rows=None, chunk_rows=None, **load_k
 
 
 def _connect_kwargs(kwargs):
-    keys = ("token", "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "rpc_timeout")
+    keys = ("token", "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "rpc_timeout",
+            "load_balancing")
     return {k: kwargs.pop(k) for k in keys if k in kwargs}
 
 
@@ -227,7 +228,8 @@ class Initializer(_KerasInitializer):
         arr = _load(self.source, self.table, rows=self.rows, **self.load_kwargs)
         if tuple(shape) != arr.shape:
             raise InvalidArgumentError(
-                f"layer asks for a {list(shape)} weight, table {self.table!r} holds {list(arr.shape)}")
+                f"layer asks for a {list(shape)} weight, "
+                f"table {self.table!r} holds {list(arr.shape)}")
         return tf.convert_to_tensor(arr, dtype=dtype or tf.float32)
 
     def get_config(self):

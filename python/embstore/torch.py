@@ -22,7 +22,8 @@ _TORCH_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloa
 
 
 def _connect_kwargs(kwargs):
-    keys = ("token", "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "rpc_timeout")
+    keys = ("token", "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "rpc_timeout",
+            "load_balancing")
     return {k: kwargs.pop(k) for k in keys if k in kwargs}
 
 

@@ -180,21 +180,30 @@ nb::dict StatsToDict(const client::LoadStats& s) {
   return d;
 }
 
+client::ConnectOptions MakeConnectOptions(const std::string& target, const std::string& token,
+                                          bool tls, const std::string& ca, const std::string& cert,
+                                          const std::string& key, const std::string& server_name,
+                                          double rpc_timeout, const std::string& load_balancing) {
+  client::ConnectOptions o;
+  o.target = target;
+  o.token = token;
+  o.tls.enabled = tls || !ca.empty() || !cert.empty();
+  o.tls.ca_file = ca;
+  o.tls.cert_file = cert;
+  o.tls.key_file = key;
+  o.tls.server_name = server_name;
+  o.rpc_timeout = std::chrono::milliseconds(static_cast<long long>(rpc_timeout * 1000));
+  o.load_balancing = load_balancing;
+  return o;
+}
+
 class PyClient {
  public:
   PyClient(const std::string& target, const std::string& token, bool tls, const std::string& ca,
            const std::string& cert, const std::string& key, const std::string& server_name,
-           double rpc_timeout) {
-    client::ConnectOptions o;
-    o.target = target;
-    o.token = token;
-    o.tls.enabled = tls || !ca.empty() || !cert.empty();
-    o.tls.ca_file = ca;
-    o.tls.cert_file = cert;
-    o.tls.key_file = key;
-    o.tls.server_name = server_name;
-    o.rpc_timeout = std::chrono::milliseconds(static_cast<long long>(rpc_timeout * 1000));
-    client_ = Unwrap(client::Client::Connect(o));
+           double rpc_timeout, const std::string& load_balancing) {
+    client_ = Unwrap(client::Client::Connect(MakeConnectOptions(
+        target, token, tls, ca, cert, key, server_name, rpc_timeout, load_balancing)));
   }
 
   std::vector<nb::dict> ListTables() {
@@ -246,29 +255,15 @@ class PyClient {
   std::unique_ptr<client::Client> client_;
 };
 
-client::ConnectOptions MakeConnectOptions(const std::string& target, const std::string& token,
-                                          bool tls, const std::string& ca, const std::string& cert,
-                                          const std::string& key, const std::string& server_name,
-                                          double rpc_timeout) {
-  client::ConnectOptions o;
-  o.target = target;
-  o.token = token;
-  o.tls.enabled = tls || !ca.empty() || !cert.empty();
-  o.tls.ca_file = ca;
-  o.tls.cert_file = cert;
-  o.tls.key_file = key;
-  o.tls.server_name = server_name;
-  o.rpc_timeout = std::chrono::milliseconds(static_cast<long long>(rpc_timeout * 1000));
-  return o;
-}
-
 // A table split by row ranges across servers, read through its manifest (docs/DEPLOY.md).
 class PyShardedTable {
  public:
   PyShardedTable(const std::string& manifest, const std::string& token, bool tls,
                  const std::string& ca, const std::string& cert, const std::string& key,
-                 const std::string& server_name, double rpc_timeout) {
-    auto o = MakeConnectOptions("", token, tls, ca, cert, key, server_name, rpc_timeout);
+                 const std::string& server_name, double rpc_timeout,
+                 const std::string& load_balancing) {
+    auto o =
+        MakeConnectOptions("", token, tls, ca, cert, key, server_name, rpc_timeout, load_balancing);
     auto m = Unwrap(client::ReadShardManifest(manifest));
     table_ = Unwrap(client::ShardedTable::Open(std::move(m), o));
   }
@@ -453,9 +448,11 @@ NB_MODULE(_native, m) {
 
   nb::class_<PyClient>(m, "Client")
       .def(nb::init<const std::string&, const std::string&, bool, const std::string&,
-                    const std::string&, const std::string&, const std::string&, double>(),
+                    const std::string&, const std::string&, const std::string&, double,
+                    const std::string&>(),
            "target"_a, "token"_a = "", "tls"_a = false, "tls_ca"_a = "", "tls_cert"_a = "",
-           "tls_key"_a = "", "tls_server_name"_a = "", "rpc_timeout"_a = 30.0)
+           "tls_key"_a = "", "tls_server_name"_a = "", "rpc_timeout"_a = 30.0,
+           "load_balancing"_a = "")
       .def("list_tables", &PyClient::ListTables)
       .def("describe", &PyClient::Describe, "table"_a)
       .def("load_into", &PyClient::LoadInto, "table"_a, "out"_a, "begin"_a = 0,
@@ -467,9 +464,11 @@ NB_MODULE(_native, m) {
 
   nb::class_<PyShardedTable>(m, "ShardedTable")
       .def(nb::init<const std::string&, const std::string&, bool, const std::string&,
-                    const std::string&, const std::string&, const std::string&, double>(),
+                    const std::string&, const std::string&, const std::string&, double,
+                    const std::string&>(),
            "manifest"_a, "token"_a = "", "tls"_a = false, "tls_ca"_a = "", "tls_cert"_a = "",
-           "tls_key"_a = "", "tls_server_name"_a = "", "rpc_timeout"_a = 30.0)
+           "tls_key"_a = "", "tls_server_name"_a = "", "rpc_timeout"_a = 30.0,
+           "load_balancing"_a = "")
       .def("describe", &PyShardedTable::Describe)
       .def("load_into", &PyShardedTable::LoadInto, "out"_a, "begin"_a = 0, "end"_a = nb::none(),
            "streams"_a = 0, "to_f32"_a = false, "timeout"_a = 0.0, "allow_local"_a = true,

@@ -138,3 +138,12 @@ def test_exceptions_from_progress_propagate(tables):
 
     with pytest.raises(KeyboardInterrupt):
         embstore.load(tables.unix, "f32", local=False, progress=progress)
+
+
+def test_load_balancing_policy(tables):
+    port = tables.tcp.rsplit(":", 1)[1]
+    m = embstore.load(f"dns:///127.0.0.1:{port}", "f32", local=False,
+                      load_balancing="round_robin")
+    np.testing.assert_array_equal(m, expected_matrix(300, 8))
+    with pytest.raises(embstore.errors.InvalidArgumentError, match="least_loaded"):
+        embstore.load(tables.tcp, "f32", load_balancing="least_loaded")
