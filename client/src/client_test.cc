@@ -103,6 +103,7 @@ class ClientTest : public ::testing::Test {
   }
 
   void LoadThroughARestart(std::uint64_t chunk_bytes, bool to_f32);
+  Result<LoadStats> LoadWhileTheServerDies(LoadOptions o);
 
   static LoadOptions Streamed(int streams = 2) {
     LoadOptions o;
@@ -323,17 +324,22 @@ TEST_F(ClientTest, PersistentCorruptionFailsNamingTheBlock) {
       << stats.status().message();
 }
 
-TEST_F(ClientTest, GivesUpClearlyWhenTheServerNeverComesBack) {
+// Loads a 51 MB table with one stream while the server goes away for good after the first chunk.
+Result<LoadStats> ClientTest::LoadWhileTheServerDies(LoadOptions o) {
   AddTable("t", 200000, 64, DType::kF32, false, 4096);
   auto c = Connect();
   std::vector<std::byte> got(200000 * 256);
-  LoadOptions o = Streamed(1);
-  o.max_attempts = 3;
-  o.initial_backoff = std::chrono::milliseconds(10);
   o.after_chunk = [&](int, std::uint64_t row) {
     if (row == 0) StopServer();
   };
-  auto stats = c->Load("t", got, o);
+  return c->Load("t", got, o);
+}
+
+TEST_F(ClientTest, GivesUpClearlyWhenTheServerNeverComesBack) {
+  LoadOptions o = Streamed(1);
+  o.max_attempts = 3;
+  o.initial_backoff = std::chrono::milliseconds(10);
+  auto stats = LoadWhileTheServerDies(o);
   ASSERT_FALSE(stats.ok());
   EXPECT_EQ(stats.status().code(), StatusCode::kUnavailable);
   EXPECT_NE(stats.status().message().find("gave up at row"), std::string::npos)
@@ -342,16 +348,10 @@ TEST_F(ClientTest, GivesUpClearlyWhenTheServerNeverComesBack) {
 }
 
 TEST_F(ClientTest, DeadlinePassesWhileTheServerIsDown) {
-  AddTable("t", 200000, 64, DType::kF32, false, 4096);
-  auto c = Connect();
-  std::vector<std::byte> got(200000 * 256);
   LoadOptions o = Streamed(1);
   o.max_attempts = 1000;
   o.timeout = std::chrono::milliseconds(1500);
-  o.after_chunk = [&](int, std::uint64_t row) {
-    if (row == 0) StopServer();
-  };
-  auto stats = c->Load("t", got, o);
+  auto stats = LoadWhileTheServerDies(o);
   ASSERT_FALSE(stats.ok());
   EXPECT_EQ(stats.status().code(), StatusCode::kDeadlineExceeded) << stats.status().ToString();
 }
