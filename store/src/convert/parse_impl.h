@@ -7,6 +7,7 @@
 //
 // The Isa policy provides:
 //   kSimd                      false for the scalar reference
+//   kBatchF32                  whether FastRow runs (see below)
 //   FindAny(p, end, re, set)   first byte in [p, end) that is one of set.c[0..5] (or end); may
 //                              read up to `re`
 // and, when kSimd:
@@ -14,6 +15,14 @@
 //   DigitMask(p)               bit i set when p[i] is an ASCII digit, i < kWidth
 //   Digits16(last, n)          value of the n <= 16 ASCII digits ending at `last`; reads the 16
 //                              bytes before `last`
+//   kScanWidth, ScanMask       bytes per scan block and its bitmask type
+//   RowMasks(p, other, &blank, &brk)  masks of the scan block at p: blanks (' ', '\t') and
+//                              line-ending bytes ('\n', '\r', `other`)
+//   kBatchF32, kBatch          true when EncodeF32Batch exists: kBatch plain decimals to binary32
+//                              where the approximate product is provably right (FastF32's
+//                              rule); returns the mask of lanes written, *inf those that overflowed
+//   Ctz(m), LowBits(k)         index of the lowest set bit (the width when m == 0); the mask of
+//                              the low k bits, 0 <= k <= the width
 #ifndef EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
 #define EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
 
@@ -58,31 +67,66 @@ constexpr std::uint64_t kPow10U64[] = {1ull,
                                        10000000000000000000ull};
 
 // Fast encoders for the common case (finite, at most 19 digits), inlined into the SIMD kernels.
-// They return false whenever the answer needs care (a double exactly halfway between two 16-bit
-// values, subnormal doubles, infinities, Eisel-Lemire giving up); the out-of-line Encode*()
-// then decides, so results are identical to the scalar kernel's (parse_kernel_test.cc).
+// They return false whenever the answer needs care (a value too close to a halfway point of the
+// target type, subnormal doubles, Eisel-Lemire giving up); the out-of-line Encode*() then
+// decides, so results are identical to the scalar kernel's (parse_kernel_test.cc).
 
-// Eisel-Lemire straight to binary32 (one rounding from the exact decimal w * 10^q).
+// Powers of ten from 1e-64 to 1e64, each the double nearest to it (the compiler rounds decimal
+// literals correctly), for the approximate products below.
+constexpr int kApproxPow10Min = -64;
+constexpr int kApproxPow10Max = 64;
+constexpr double kExactPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
+                                  1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
+                                  1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
+constexpr double kApproxPow10[] = {1e-64, 1e-63, 1e-62, 1e-61, 1e-60, 1e-59, 1e-58, 1e-57, 1e-56, 1e-55, 1e-54, 1e-53, 1e-52, 1e-51, 1e-50, 1e-49, 1e-48, 1e-47, 1e-46, 1e-45, 1e-44, 1e-43, 1e-42, 1e-41, 1e-40, 1e-39, 1e-38, 1e-37, 1e-36, 1e-35, 1e-34, 1e-33, 1e-32, 1e-31, 1e-30, 1e-29, 1e-28, 1e-27, 1e-26, 1e-25, 1e-24, 1e-23, 1e-22, 1e-21, 1e-20, 1e-19, 1e-18, 1e-17, 1e-16, 1e-15, 1e-14, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27, 1e28, 1e29, 1e30, 1e31, 1e32, 1e33, 1e34, 1e35, 1e36, 1e37, 1e38, 1e39, 1e40, 1e41, 1e42, 1e43, 1e44, 1e45, 1e46, 1e47, 1e48, 1e49, 1e50, 1e51, 1e52, 1e53, 1e54, 1e55, 1e56, 1e57, 1e58, 1e59, 1e60, 1e61, 1e62, 1e63, 1e64};
+
+// The double nearest to w * 10^q, within 3.01 units in its last place: fl(w) and fl(10^q) are
+// each rounded once (relative error <= 2^-53) and so is their product; three such roundings stay
+// below 3.01 ulp. Returns false when q is outside the table.
+inline bool ApproxDouble(const Decimal& d, double* v) {
+  if (d.q < kApproxPow10Min || d.q > kApproxPow10Max) return false;
+  *v = static_cast<double>(d.w) * kApproxPow10[d.q - kApproxPow10Min];
+  return true;
+}
+
+// An approximation within 3.01 ulp rounds to the same narrower value as the exact decimal unless
+// a halfway point of the narrower type lies within that distance. `rem` is the approximation's
+// dropped bits and `half` their halfway pattern, both in units of the approximation's last place;
+// a margin of 8 units covers the error with room to spare. Near the top and bottom of a binade the
+// neighbouring binade's halfway points are far away (the powers of two themselves are
+// representable), so only this binade's halfway point needs checking.
+// One unsigned comparison (|rem - half| > 8, wrapping), so no data-dependent branch: rem is
+// random, and a branch on either side of half would mispredict half the time.
+inline bool SafelyAwayFromHalfway(std::uint64_t rem, std::uint64_t half) {
+  return rem - half + 8 > 16;
+}
+
+// Fast binary32 for the common case: a double close to the decimal (Clinger's exact product when
+// w and 10^q are exact doubles, else the approximate one) rounded to binary32, whenever that is
+// provably the correctly rounded result (see above); otherwise Eisel-Lemire straight to binary32
+// (one rounding from the exact decimal w * 10^q).
 inline bool FastF32(const Decimal& d, Encoded* out) {
   const std::uint32_t sign = d.negative ? 0x80000000u : 0u;
   if (d.w == 0) {
     *out = Encoded{sign, false};
     return true;
   }
+  double v;
   if (d.w <= (std::uint64_t{1} << 53) && d.q >= -22 && d.q <= 22) {
     // Clinger in binary64: w and 10^|q| are exact doubles, so one multiplication or division
-    // rounds once. Rounding that double to binary32 is then exact too, unless the double is
-    // exactly halfway between two floats (its 29 dropped bits are 1000...0) or the float would be
-    // subnormal; those go to Eisel-Lemire below, which rounds the decimal directly.
-    static constexpr double kP10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
-                                      1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
-                                      1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-    double v = static_cast<double>(d.w);
-    v = d.q < 0 ? v / kP10[-d.q] : v * kP10[d.q];
+    // rounds once; that double is within half an ulp of the decimal.
+    v = static_cast<double>(d.w);
+    v = d.q < 0 ? v / kExactPow10[-d.q] : v * kExactPow10[d.q];
+  } else if (!ApproxDouble(d, &v)) {
+    v = 0;  // not available: Eisel-Lemire below
+  }
+  if (v != 0) {
     std::uint64_t db;
     std::memcpy(&db, &v, 8);
     const std::uint64_t dexp = db >> 52;  // v is positive
-    if ((db & 0x1fffffffu) != 0x10000000u && dexp > 1023 - 126) {
+    // Binary32 keeps 24 of the double's 53 significand bits: 29 are dropped. Below 2^-126 the
+    // binary32 result would be subnormal (fewer bits survive): left to Eisel-Lemire.
+    if (dexp > 1023 - 126 && SafelyAwayFromHalfway(db & 0x1fffffffu, 0x10000000u)) {
       const float f = static_cast<float>(v);
       std::uint32_t bits;
       std::memcpy(&bits, &f, 4);
@@ -182,7 +226,8 @@ class ChunkParser {
         p = Isa::FindAny(p, end_, re_, line_end_);
         continue;
       }
-      p = ParseRow(p);
+      const char* row_end = FastRow(p);
+      p = row_end != p ? row_end : ParseRow(p);
       if (p == nullptr) return;  // error recorded
     }
     out_->lines = line_;
@@ -345,6 +390,143 @@ class ChunkParser {
     return p;
   }
 
+  // The fast path for one row of blank-separated text into binary32 (SIMD kernels with a batch
+  // encoder). One pass over the line's blocks finds every token start with bit operations on the
+  // blank mask; a second scans every token to its decimal, independently of the others; a third
+  // encodes the decimals kBatch at a time. Each token's chain of dependent instructions is then
+  // short, so many are in flight at once. (For 16-bit targets, and for the scalar reference, the
+  // one-pass ParseRow is as fast.) A row that is not plainly the expected tokens (a comment, a lone CR, a
+  // wrong count, a bad or overflowing number, a key ParseRow would reject, the buffer's edge, a
+  // very long row) is declined: FastRow returns p and leaves no trace, and ParseRow redoes the row
+  // and reports any error. Otherwise it returns the position of the line break ending the row (or
+  // end_), having emitted exactly what ParseRow would have.
+  const char* FastRow(const char* p) {
+    if constexpr (!Isa::kBatchF32) {
+      return p;
+    } else {
+      using ScanMask = typename Isa::ScanMask;
+      constexpr int kW = Isa::kScanWidth;
+      const std::uint32_t want = p_.dim + (keyed_ ? 1u : 0u);
+      if (delim_ != 0 || want > kMaxFastTokens || p_.dtype != DType::kF32) return p;
+      const char other = comments_.empty() ? '\r' : comments_[0];
+      std::uint32_t n = 0;
+      ScanMask carry = 1;  // p starts a token: the byte before it counts as a blank
+      const char* b = p;
+      const char* line_end;
+      for (;;) {
+        if (re_ - b <= kW) return p;  // the block (and a CR's successor) must be readable
+        ScanMask blank, brk;
+        Isa::RowMasks(b, other, &blank, &brk);
+        const std::ptrdiff_t left = end_ - b;
+        const int lim = left < kW ? static_cast<int>(left) : kW;
+        brk &= Isa::LowBits(lim);
+        int stop = lim;  // bytes of this block inside the row
+        if (brk != 0) {
+          stop = static_cast<int>(Isa::Ctz(brk));
+          const char c = b[stop];
+          if (c != '\n' && !(c == '\r' && b[stop + 1] == '\n')) return p;
+        }
+        const ScanMask sep = static_cast<ScanMask>(blank | ~Isa::LowBits(stop));
+        ScanMask starts = static_cast<ScanMask>(~sep & ((sep << 1) | carry));
+        carry = static_cast<ScanMask>(sep >> (kW - 1));
+        const auto cnt = static_cast<std::uint32_t>(__builtin_popcountll(starts));
+        if (n + cnt > want) return p;
+        // Eight positions unconditionally (the array has room), more only for dense blocks:
+        // the loop's trip count then rarely depends on the data.
+        const char** out = starts_ + n;
+        for (int i = 0; i < 8; ++i) {
+          out[i] = b + Isa::Ctz(starts);
+          starts = static_cast<ScanMask>(starts & (starts - 1));
+        }
+        for (std::uint32_t i = 8; i < cnt; ++i) {
+          out[i] = b + Isa::Ctz(starts);
+          starts = static_cast<ScanMask>(starts & (starts - 1));
+        }
+        n += cnt;
+        if (stop < kW) {
+          line_end = b + stop;
+          break;
+        }
+        b += kW;
+      }
+      if (n != want) return p;
+      const char* key = nullptr;
+      std::size_t key_len = 0;
+      if (keyed_) {
+        key = starts_[0];
+        key_len = static_cast<std::size_t>(FieldEnd(key) - key);
+        std::size_t bad = 0;
+        if (key_len > kMaxKeyBytes || !ValidUtf8(std::string_view(key, key_len), &bad)) return p;
+      }
+      // Pass 2: every token to a plain decimal (w, q, sign), or marked for the general encoder.
+      const char* const* tok = starts_ + (keyed_ ? 1 : 0);
+      const std::uint32_t dim = p_.dim;
+      for (std::uint32_t j = 0; j < dim; ++j) {
+        const char* s = tok[j];
+        Decimal dec;
+        const char* q = Scan(s, &dec);
+        // The token must be the number and nothing more: it ends at a blank or the line end.
+        if (q == nullptr || (q != line_end && *q != ' ' && *q != '\t')) return p;
+        w_[j] = dec.w;
+        q_[j] = static_cast<std::int32_t>(dec.q < -9999 ? -9999 : dec.q > 9999 ? 9999 : dec.q);
+        sign_[j] = dec.negative ? 0x80000000u : 0u;
+        plain_[j] = static_cast<std::uint8_t>(!dec.truncated && dec.kind == NumberKind::kFinite);
+      }
+      // Pass 3: encode, kBatch values at a time where the batch rule applies.
+      std::byte* dst = AppendRow(out_, row_bytes_);
+      auto* const values = reinterpret_cast<std::uint32_t*>(dst);
+      constexpr std::uint32_t kB = Isa::kBatch;
+      std::uint32_t j = 0;
+      for (; j + kB <= dim; j += kB) {
+        std::uint32_t inf = 0;
+        const std::uint32_t done =
+            Isa::EncodeF32Batch(w_ + j, q_ + j, sign_ + j, plain_ + j, values + j, &inf);
+        if (inf != 0 && p_.overflow_is_error) return Decline(p);
+        for (std::uint32_t left = ~done & ((1u << kB) - 1); left != 0; left &= left - 1) {
+          const std::uint32_t k = j + static_cast<std::uint32_t>(__builtin_ctz(left));
+          if (!EncodeOne(tok[k], k, values)) return Decline(p);
+        }
+      }
+      for (; j < dim; ++j) {
+        if (!EncodeOne(tok[j], j, values)) return Decline(p);
+      }
+      ++out_->rows;
+      if (keyed_) PushKey(out_, key, key_len, static_cast<std::uint32_t>(line_));
+      return line_end;
+    }
+  }
+
+  // FastRow's encoder for value k (token at s) one at a time, into values[k]: false when it
+  // overflows and that is an error (the row is then declined).
+  [[gnu::always_inline]] bool EncodeOne(const char* s, std::uint32_t k, std::uint32_t* values) {
+    Encoded enc;
+    Decimal dec;
+    dec.w = w_[k];
+    dec.q = q_[k];
+    dec.negative = sign_[k] != 0;
+    if (plain_[k] == 0 || !FastF32(dec, &enc)) enc = EncodeSlow(s);
+    if (enc.overflow && p_.overflow_is_error) return false;
+    values[k] = enc.bits;
+    return true;
+  }
+
+  // The general encoder for the number token at s (rare: it rescans the token for its text).
+  [[gnu::noinline]] Encoded EncodeSlow(const char* s) const {
+    Decimal dec;
+    const char* q = Scan(s, &dec);
+    Encoded enc;
+    if (!FastEncode(dec, &enc)) {
+      enc = Encode(p_.dtype, dec, std::string_view(s, static_cast<std::size_t>(q - s)));
+    }
+    return enc;
+  }
+
+  // Undoes FastRow's row (its values were appended last) and hands the row to ParseRow.
+  const char* Decline(const char* p) {
+    TruncateRows(out_, out_->rows, row_bytes_);
+    return p;
+  }
+
   bool FastEncode(const Decimal& d, Encoded* out) const {
     if constexpr (Isa::kSimd) {
       if (d.truncated || d.kind != NumberKind::kFinite) return false;
@@ -361,7 +543,7 @@ class ChunkParser {
     }
   }
 
-  const char* Scan(const char* p, Decimal* dec) const {
+  [[gnu::always_inline]] const char* Scan(const char* p, Decimal* dec) const {
     if constexpr (Isa::kSimd) {
       return ScanSimd(p, dec);
     } else {
@@ -372,7 +554,7 @@ class ChunkParser {
   // The SIMD path: one digit-mask load per digit run finds its length; Digits16 converts it.
   // Anything unusual (inf/nan, runs of kWidth digits or more, > 19 digits, too close to the
   // buffer's edges) takes the scalar path, which gives the same Decimal.
-  const char* ScanSimd(const char* p, Decimal* dec) const {
+  [[gnu::always_inline]] const char* ScanSimd(const char* p, Decimal* dec) const {
     if (re_ - p < 2 * Isa::kWidth + 8 || p - rb_ < 16) return ScanNumber(p, end_, dec);
     // Branch-free sign: random signs would otherwise mispredict half the time.
     const char c0 = *p;
@@ -466,6 +648,16 @@ class ChunkParser {
   CharSet field_end_{};
   CharSet line_end_{};
   CharSet delim_end_{};  // c[3] is the first comment byte
+  // FastRow's token starts (the slack takes its unconditional stores past the last token) and
+  // its decimals: significand, exponent (clamped to +-9999, which changes no result: with
+  // w < 10^19 such values are zero or infinite in every target type), sign bit, and plain_ =
+  // finite with at most 19 significant digits.
+  static constexpr std::uint32_t kMaxFastTokens = 2048;
+  const char* starts_[kMaxFastTokens + 8];
+  std::uint64_t w_[kMaxFastTokens];
+  std::int32_t q_[kMaxFastTokens];
+  std::uint32_t sign_[kMaxFastTokens];
+  std::uint8_t plain_[kMaxFastTokens];
   std::uint64_t line_ = 0;
   const char* line_begin_ = nullptr;
 };

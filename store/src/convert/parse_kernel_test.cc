@@ -1,5 +1,8 @@
 // Every SIMD kernel against the scalar reference kernel, on random text.
+#include <cmath>
+#include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -164,6 +167,84 @@ TEST_P(KernelVsScalar, AgreesOnRandomBytes) {
     p.dtype = static_cast<DType>(rng() % 3);
     ExpectSame(ParseWith(scalar, text, p), ParseWith(simd, text, p), text);
     if (HasFatalFailure()) return;
+  }
+}
+
+// Tokens that stress the fast encoders' error bounds: halfway points between neighbouring
+// binary32 values (exact and printed a hair above or below), 19-digit significands above 2^63,
+// the overflow and subnormal boundaries, zeros; in rows long enough for the batch encoders.
+std::string HardToken(std::mt19937_64& rng) {
+  char buf[128];
+  float f;
+  do {
+    std::uint32_t bits = static_cast<std::uint32_t>(rng()) & 0x7fffffffu;
+    std::memcpy(&f, &bits, 4);
+  } while (!std::isfinite(f) || f == std::numeric_limits<float>::max());
+  const double half = 0.5 * (static_cast<double>(f) +
+                             static_cast<double>(std::nextafter(f, INFINITY)));
+  const char* sign = (rng() & 1) ? "-" : "";
+  switch (rng() % 9) {
+    case 0: std::snprintf(buf, sizeof buf, "%s%.60e", sign, half); break;
+    case 1: std::snprintf(buf, sizeof buf, "%s%.18e", sign, half); break;
+    case 2: std::snprintf(buf, sizeof buf, "%s%.9e", sign, half); break;
+    case 3:
+      std::snprintf(buf, sizeof buf, "%s%.18e", sign, std::nextafter(half, INFINITY));
+      break;
+    case 4: std::snprintf(buf, sizeof buf, "%s%.18e", sign, std::nextafter(half, 0.0)); break;
+    case 5: {
+      // 19 digits starting with 9 (the significand exceeds 2^63).
+      std::snprintf(buf, sizeof buf, "%s9.%018llue%d", sign,
+                    static_cast<unsigned long long>(rng() % 1000000000000000000ull),
+                    static_cast<int>(rng() % 90) - 45);
+      break;
+    }
+    case 6: {
+      const char* edge[] = {"3.4028235677973366e38", "3.40282356779733661637539395458142568448e38",
+                            "3.4028235e38", "3.4028236e38", "1.1754943508222875e-38",
+                            "1.1754942e-38", "1.4e-45", "7.0064923216240854e-46", "0.0", "-0e5",
+                            "1e-64", "1e64", "9999999999999999999e-83"};
+      return edge[rng() % 13];
+    }
+    case 7: std::snprintf(buf, sizeof buf, "%s%.8g", sign, static_cast<double>(f)); break;
+    default: std::snprintf(buf, sizeof buf, "%s%.18e", sign, static_cast<double>(f)); break;
+  }
+  return buf;
+}
+
+TEST_P(KernelVsScalar, AgreesOnHardRoundingCasesInLongRows) {
+  const Kernel& simd = *GetParam();
+  Kernel scalar{"scalar", &ParseChunkScalar};
+  std::mt19937_64 rng(4242);
+  for (int it = 0; it < 400; ++it) {
+    ParseParams p;
+    p.layout = (it % 4 == 0) ? Layout::kKeyed : Layout::kMatrix;
+    p.dim = 8 + static_cast<std::uint32_t>(rng() % 40);
+    p.dtype = DType::kF32;
+    p.overflow_is_error = (it % 3) != 0;
+    std::string text;
+    std::vector<std::string> tokens;
+    for (int r = 0; r < 10; ++r) {
+      if (p.layout == Layout::kKeyed) text += "k" + std::to_string(r) + " ";
+      for (std::uint32_t j = 0; j < p.dim; ++j) {
+        tokens.push_back(HardToken(rng));
+        text += tokens.back();
+        text += j + 1 < p.dim ? " " : "\n";
+      }
+    }
+    ChunkResult a = ParseWith(scalar, text, p);
+    ChunkResult b = ParseWith(simd, text, p);
+    ExpectSame(a, b, text);
+    if (HasFatalFailure()) return;
+    if (a.error.kind != ErrorKind::kNone) continue;  // an overflow, reported the same way
+    // And both equal glibc's strtof, value by value.
+    ASSERT_EQ(a.values.size(), tokens.size() * 4);
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      const float want = std::strtof(tokens[i].c_str(), nullptr);
+      std::uint32_t got_bits, want_bits;
+      std::memcpy(&got_bits, a.values.data() + 4 * i, 4);
+      std::memcpy(&want_bits, &want, 4);
+      ASSERT_EQ(got_bits, want_bits) << tokens[i];
+    }
   }
 }
 

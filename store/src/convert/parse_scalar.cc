@@ -7,6 +7,7 @@ namespace {
 
 struct ScalarIsa {
   static constexpr bool kSimd = false;
+  static constexpr bool kBatchF32 = false;
   static const char* FindAny(const char* p, const char* end, const char* /*re*/,
                              const CharSet& set) {
     for (; p < end; ++p) {

@@ -30,6 +30,7 @@ struct SimdIsa {
   static constexpr int kScanWidth = static_cast<int>(Batch::size);
   static constexpr int kWidth = static_cast<int>(DigitBatch::size);
   static constexpr bool kSimd = true;
+  static constexpr bool kBatchF32 = false;
   using ScanMask = std::conditional_t<kScanWidth == 64, std::uint64_t, std::uint32_t>;
   using Mask = std::conditional_t<kWidth == 64, std::uint64_t, std::uint32_t>;
 
@@ -44,6 +45,26 @@ struct SimdIsa {
                    DigitBatch(static_cast<std::int8_t>('0'));
     return ToMask<DigitArch, Mask>((d > DigitBatch(static_cast<std::int8_t>(-1))) &
                                    (d < DigitBatch(static_cast<std::int8_t>(10))));
+  }
+
+  // The two masks of one scan block that the row fast path needs. Scalar meaning, for byte i of
+  // the block at p: bit i of *blank = (p[i] == ' ' || p[i] == '\t'); bit i of *brk =
+  // (p[i] == '\n' || p[i] == '\r' || p[i] == other).
+  static void RowMasks(const char* p, char other, ScanMask* blank, ScanMask* brk) {
+    const Batch v = Load(p);
+    *blank = ToMask<Arch, ScanMask>((v == Batch(' ')) | (v == Batch('\t')));
+    *brk = ToMask<Arch, ScanMask>((v == Batch('\n')) | (v == Batch('\r')) | (v == Batch(other)));
+  }
+
+  static int Ctz(ScanMask m) {
+    if constexpr (kScanWidth == 64) {
+      return static_cast<int>(_tzcnt_u64(m));
+    } else {
+      return static_cast<int>(_tzcnt_u32(m));
+    }
+  }
+  static ScanMask LowBits(int k) {
+    return static_cast<ScanMask>(_bzhi_u64(~std::uint64_t{0}, static_cast<unsigned>(k)));
   }
 
   // Scalar meaning: the first q in [p, end) with *q in set.c[0..5], else end. Whole blocks are
