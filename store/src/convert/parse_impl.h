@@ -21,6 +21,11 @@
 //   kBatchF32, kBatch          true when EncodeF32Batch exists: kBatch plain decimals to binary32
 //                              where the approximate product is provably right (FastF32's
 //                              rule); returns the mask of lanes written, *inf those that overflowed
+//   kShortTokens               true when ScanEncodeShort8(tok, line_end, out) exists: scans and
+//                              encodes to binary32 the eight tokens at tok[0..8) of a row ending
+//                              at line_end, each where it is [+-]digits[.digits] ending at a
+//                              blank or line end within 16 bytes (16 bytes at each are readable);
+//                              returns the mask of tokens written to out[]
 //   Ctz(m), LowBits(k)         index of the lowest set bit (the width when m == 0); the mask of
 //                              the low k bits, 0 <= k <= the width
 #ifndef EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
@@ -458,9 +463,16 @@ class ChunkParser {
         std::size_t bad = 0;
         if (key_len > kMaxKeyBytes || !ValidUtf8(std::string_view(key, key_len), &bad)) return p;
       }
-      // Pass 2: every token to a plain decimal (w, q, sign), or marked for the general encoder.
       const char* const* tok = starts_ + (keyed_ ? 1 : 0);
       const std::uint32_t dim = p_.dim;
+      if constexpr (Isa::kShortTokens) {
+        // Short tokens on average (np.savetxt's '%.8g' and the like) and room to load 16 bytes
+        // at any token: whole tokens go through SIMD registers eight at a time.
+        if (re_ - line_end >= 16 && line_end - tok[0] <= 14 * static_cast<std::ptrdiff_t>(dim)) {
+          return ShortRow(p, tok, line_end, key, key_len);
+        }
+      }
+      // Pass 2: every token to a plain decimal (w, q, sign), or marked for the general encoder.
       for (std::uint32_t j = 0; j < dim; ++j) {
         const char* s = tok[j];
         Decimal dec;
@@ -494,6 +506,43 @@ class ChunkParser {
       if (keyed_) PushKey(out_, key, key_len, static_cast<std::uint32_t>(line_));
       return line_end;
     }
+  }
+
+  // FastRow for rows of short tokens: Isa::ScanEncodeShort8 scans and encodes eight tokens at
+  // once where they have the plain shape; the others, and the last dim % 8, one at a time.
+  const char* ShortRow(const char* p, const char* const* tok, const char* line_end,
+                       const char* key, std::size_t key_len) {
+    auto* const values = reinterpret_cast<std::uint32_t*>(AppendRow(out_, row_bytes_));
+    const std::uint32_t dim = p_.dim;
+    std::uint32_t j = 0;
+    for (; j + 8 <= dim; j += 8) {
+      const std::uint32_t done = Isa::ScanEncodeShort8(tok + j, line_end, values + j);
+      for (std::uint32_t left = ~done & 0xffu; left != 0; left &= left - 1) {
+        const std::uint32_t k = j + static_cast<std::uint32_t>(__builtin_ctz(left));
+        if (!ScanEncodeOne(tok[k], line_end, values + k)) return Decline(p);
+      }
+    }
+    for (; j < dim; ++j) {
+      if (!ScanEncodeOne(tok[j], line_end, values + j)) return Decline(p);
+    }
+    ++out_->rows;
+    if (keyed_) PushKey(out_, key, key_len, static_cast<std::uint32_t>(line_));
+    return line_end;
+  }
+
+  // One token of a FastRow row scanned and encoded to binary32 into *out: false when it is not
+  // exactly a number, or overflows and that is an error.
+  bool ScanEncodeOne(const char* s, const char* line_end, std::uint32_t* out) {
+    Decimal dec;
+    const char* q = Scan(s, &dec);
+    if (q == nullptr || (q != line_end && *q != ' ' && *q != '\t')) return false;
+    Encoded enc;
+    if (!FastEncode(dec, &enc)) {
+      enc = Encode(p_.dtype, dec, std::string_view(s, static_cast<std::size_t>(q - s)));
+    }
+    if (enc.overflow && p_.overflow_is_error) return false;
+    *out = enc.bits;
+    return true;
   }
 
   // FastRow's encoder for value k (token at s) one at a time, into values[k]: false when it

@@ -14,12 +14,15 @@
 namespace embstore::store::convert {
 namespace {
 
-// Parses `text` with `k`, with padding around it so whole SIMD blocks stay readable.
-ChunkResult ParseWith(const Kernel& k, const std::string& text, const ParseParams& p) {
+// Parses `text` with `k`, with padding around it so whole SIMD blocks stay readable. The bytes
+// after the chunk are `after` repeated: digits, or digits and blanks, must never leak into a
+// number of the last line.
+ChunkResult ParseWith(const Kernel& k, const std::string& text, const ParseParams& p,
+                      std::string_view after = "9") {
   const std::size_t pad = 128;
   std::string buf(pad, '7');  // digits before the chunk must never leak into a number
   buf += text;
-  buf += std::string(pad, '9');
+  while (buf.size() < text.size() + 2 * pad) buf += after;
   ChunkText t{buf.data() + pad, buf.data() + pad + text.size(), buf.data(),
               buf.data() + buf.size()};
   ChunkResult r;
@@ -237,6 +240,82 @@ TEST_P(KernelVsScalar, AgreesOnHardRoundingCasesInLongRows) {
     if (HasFatalFailure()) return;
     if (a.error.kind != ErrorKind::kNone) continue;  // an overflow, reported the same way
     // And both equal glibc's strtof, value by value.
+    ASSERT_EQ(a.values.size(), tokens.size() * 4);
+    for (std::size_t i = 0; i < tokens.size(); ++i) {
+      const float want = std::strtof(tokens[i].c_str(), nullptr);
+      std::uint32_t got_bits, want_bits;
+      std::memcpy(&got_bits, a.values.data() + 4 * i, 4);
+      std::memcpy(&want_bits, &want, 4);
+      ASSERT_EQ(got_bits, want_bits) << tokens[i];
+    }
+  }
+}
+
+// Short tokens (the shape the AVX-512 kernel scans eight at a time) and near misses.
+std::string ShortToken(std::mt19937_64& rng, bool allow_errors) {
+  char buf[64];
+  const double v = std::normal_distribution<double>(0, 1)(rng) *
+                   std::pow(10.0, std::uniform_int_distribution<int>(-6, 6)(rng));
+  switch (rng() % 12) {
+    case 11: {
+      // Within a few units of a double's last place of a binary32 halfway point, in 14 or 15
+      // characters: the approximate product may land on either side.
+      const float f = static_cast<float>(std::ldexp(1.0 + (rng() % (1u << 23)) * 0x1p-23,
+                                                     static_cast<int>(rng() % 40) - 20));
+      const double half = 0.5 * (static_cast<double>(f) +
+                                 static_cast<double>(std::nextafter(f, INFINITY)));
+      std::snprintf(buf, sizeof buf, "%.*g", (rng() & 1) ? 13 : 14, half);
+      break;
+    }
+    case 0: std::snprintf(buf, sizeof buf, "%.3f", v); break;
+    case 1: std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v)); break;
+    case 2: {
+      const char* edge[] = {"-0", "0", ".5", "5.", "+7", "-.25", "+0.0", "123456789012345",
+                            "1234567890123456", "-12345678901234.5", "0.000000000000001",
+                            "999999999999999", "00000000000000.1", "-1.5e3", "1E-2", "inf"};
+      return edge[rng() % 16];
+    }
+    case 3:
+      if (allow_errors && rng() % 8 == 0) {
+        const char* junk[] = {".", "1.2.3", "-", "1-2", "+-1", "1e", "x", "1.5d0", "--1", "1_0"};
+        return junk[rng() % 10];
+      }
+      [[fallthrough]];
+    default: std::snprintf(buf, sizeof buf, "%.8g", v); break;
+  }
+  return buf;
+}
+
+TEST_P(KernelVsScalar, AgreesOnRowsOfShortTokens) {
+  const Kernel& simd = *GetParam();
+  Kernel scalar{"scalar", &ParseChunkScalar};
+  std::mt19937_64 rng(777);
+  for (int it = 0; it < 1500; ++it) {
+    const bool allow_errors = it % 3 == 0;
+    ParseParams p;
+    p.layout = (it % 5 == 0) ? Layout::kKeyed : Layout::kMatrix;
+    p.dim = 1 + static_cast<std::uint32_t>(rng() % 40);
+    p.dtype = DType::kF32;
+    p.overflow_is_error = (it % 2) != 0;
+    const char* brk = (rng() % 4 == 0) ? "\r\n" : "\n";
+    std::string text;
+    std::vector<std::string> tokens;
+    const int rows = 1 + static_cast<int>(rng() % 8);
+    for (int r = 0; r < rows; ++r) {
+      if (p.layout == Layout::kKeyed) text += "key" + std::to_string(r) + " ";
+      for (std::uint32_t j = 0; j < p.dim; ++j) {
+        tokens.push_back(ShortToken(rng, allow_errors));
+        text += tokens.back();
+        if (j + 1 < p.dim) text += (rng() % 10 == 0) ? "\t" : (rng() % 10 == 0) ? "  " : " ";
+      }
+      if (r + 1 < rows || rng() % 2 == 0) text += brk;
+    }
+    const char* after = (it % 2 == 0) ? "5 " : "9";
+    ChunkResult a = ParseWith(scalar, text, p, after);
+    ChunkResult b = ParseWith(simd, text, p, after);
+    ExpectSame(a, b, text);
+    if (HasFatalFailure()) return;
+    if (a.error.kind != ErrorKind::kNone) continue;
     ASSERT_EQ(a.values.size(), tokens.size() * 4);
     for (std::size_t i = 0; i < tokens.size(); ++i) {
       const float want = std::strtof(tokens[i].c_str(), nullptr);
