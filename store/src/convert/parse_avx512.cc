@@ -73,12 +73,13 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
   // (PDEP/PEXT are fast on every CPU with AVX-512.)
   static std::uint32_t ScanEncodeShort8(const char* const* tok, const char* line_end,
                                         std::uint32_t* out) {
-    alignas(64) std::uint64_t shuffle[16];
-    alignas(32) std::int32_t frac_digits[8];
+    std::uint64_t shuffle[8];  // one group's byte shuffle, built in registers
+    std::int32_t frac_digits[8];
     std::uint32_t good = 0;
     std::uint32_t negative = 0;
     __m512i w4[2];
     const __m512i zero_char = _mm512_set1_epi8('0');
+#pragma GCC unroll 2
     for (int g = 0; g < 2; ++g) {
       const char* const* t = tok + 4 * g;
       __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t[0])));
@@ -93,6 +94,7 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
                                 _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\n')) |
                                 _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\r'));
       std::uint64_t keep = 0;  // bytes of the shuffled digits that are digits, not zeros
+#pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         const int k = 4 * g + i;
         const char* s = t[i];
@@ -115,14 +117,20 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
         const std::uint64_t positions =
             _pext_u64(0xfedcba9876543210ull, _pdep_u64(dm, 0x1111111111111111ull) * 0xf);
         const std::uint64_t aligned = positions << ((4 * (16 - nd)) & 63);
-        shuffle[8 * g + 2 * i] = _pdep_u64(aligned, 0x0f0f0f0f0f0f0f0full);
-        shuffle[8 * g + 2 * i + 1] = _pdep_u64(aligned >> 32, 0x0f0f0f0f0f0f0f0full);
+        shuffle[2 * i] = _pdep_u64(aligned, 0x0f0f0f0f0f0f0f0full);
+        shuffle[2 * i + 1] = _pdep_u64(aligned >> 32, 0x0f0f0f0f0f0f0f0full);
         keep |= static_cast<std::uint64_t>((0xffffu << (16 - nd)) & 0xffffu) << (16 * i);
         good |= static_cast<std::uint32_t>(ok) << k;
         negative |= static_cast<std::uint32_t>(s[0] == '-') << k;
       }
-      const __m512i lanes = _mm512_maskz_shuffle_epi8(
-          keep, digits, _mm512_load_si512(reinterpret_cast<const __m512i*>(shuffle + 8 * g)));
+      // (Built with inserts: storing the qwords and loading them as one vector would stall on
+      // store forwarding.)
+      const __m512i index = _mm512_set_epi64(
+          static_cast<long long>(shuffle[7]), static_cast<long long>(shuffle[6]),
+          static_cast<long long>(shuffle[5]), static_cast<long long>(shuffle[4]),
+          static_cast<long long>(shuffle[3]), static_cast<long long>(shuffle[2]),
+          static_cast<long long>(shuffle[1]), static_cast<long long>(shuffle[0]));
+      const __m512i lanes = _mm512_maskz_shuffle_epi8(keep, digits, index);
       // Digits16 per lane: pairs, fours, eights; each lane's qword 0 then holds the first
       // eight digits' value in its low half and the last eight's in its high half.
       __m512i x = _mm512_maddubs_epi16(lanes, _mm512_set1_epi16(0x010a));
@@ -135,7 +143,9 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
     // Qwords 0, 2, 4, 6 of each group are the eight significands.
     const __m512i w = _mm512_permutex2var_epi64(
         w4[0], _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), w4[1]);
-    const __m256i nf = _mm256_load_si256(reinterpret_cast<const __m256i*>(frac_digits));
+    const __m256i nf = _mm256_setr_epi32(frac_digits[0], frac_digits[1], frac_digits[2],
+                                         frac_digits[3], frac_digits[4], frac_digits[5],
+                                         frac_digits[6], frac_digits[7]);
     const __m512d pow10 = _mm512_i32gather_pd(
         _mm256_sub_epi32(_mm256_set1_epi32(-kApproxPow10Min), nf), kApproxPow10, 8);
     const __m512d d = _mm512_mul_pd(_mm512_cvtepu64_pd(w), pow10);
