@@ -30,20 +30,19 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
   static constexpr bool kBatchF32 = true;
   static constexpr std::uint32_t kBatch = 8;
 
-  // Lane for lane, FastF32 for plain decimals (w = 0 included) whose approximate double is
-  // provably rounded right; other lanes are left alone and their bit stays clear in the result.
-  static std::uint32_t EncodeF32Batch(const std::uint64_t* w, const std::int32_t* q,
-                                   const std::uint32_t* sign, const std::uint8_t* plain,
-                                   std::uint32_t* out, std::uint32_t* inf) {
-    const __m512i wv = _mm512_loadu_si512(w);
-    const __m256i qv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+  // FastF32's rule on eight lanes: w * 10^q (q as int32) as the approximate double, rounded to
+  // binary32 where that is provably right (w = 0 included) and the lane is `eligible`; those
+  // lanes are stored, with the sign bit from `negative`, and returned; *inf marks the ones that
+  // rounded to infinity.
+  static __mmask8 EncodeStore8(__m512i w, __m256i q, __mmask8 eligible, __mmask8 negative,
+                               std::uint32_t* out, __mmask8* inf) {
     const __mmask8 in_table =
-        _mm256_cmp_epi32_mask(qv, _mm256_set1_epi32(kApproxPow10Min), _MM_CMPINT_NLT) &
-        _mm256_cmp_epi32_mask(qv, _mm256_set1_epi32(kApproxPow10Max), _MM_CMPINT_LE);
-    const __m256i idx = _mm256_sub_epi32(qv, _mm256_set1_epi32(kApproxPow10Min));
+        _mm256_cmp_epi32_mask(q, _mm256_set1_epi32(kApproxPow10Min), _MM_CMPINT_NLT) &
+        _mm256_cmp_epi32_mask(q, _mm256_set1_epi32(kApproxPow10Max), _MM_CMPINT_LE);
+    const __m256i idx = _mm256_sub_epi32(q, _mm256_set1_epi32(kApproxPow10Min));
     const __m512d pow10 =
         _mm512_mask_i32gather_pd(_mm512_setzero_pd(), in_table, idx, kApproxPow10, 8);
-    const __m512d d = _mm512_mul_pd(_mm512_cvtepu64_pd(wv), pow10);
+    const __m512d d = _mm512_mul_pd(_mm512_cvtepu64_pd(w), pow10);
     const __m512i db = _mm512_castpd_si512(d);
     const __m512i rem = _mm512_and_si512(db, _mm512_set1_epi64(0x1fffffff));
     const __mmask8 normal =
@@ -51,15 +50,30 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
     // SafelyAwayFromHalfway: rem - half + 8 > 16, wrapping.
     const __mmask8 away = _mm512_cmpgt_epu64_mask(
         _mm512_add_epi64(rem, _mm512_set1_epi64(8 - 0x10000000)), _mm512_set1_epi64(16));
-    const __mmask8 zero = _mm512_cmpeq_epi64_mask(wv, _mm512_setzero_si512());
+    const __mmask8 zero = _mm512_cmpeq_epi64_mask(w, _mm512_setzero_si512());
+    const __mmask8 done = eligible & ((in_table & normal & away) | zero);
+    const __m256i bits = _mm256_castps_si256(_mm512_cvtpd_ps(d));
+    _mm256_mask_storeu_epi32(
+        out, done,
+        _mm256_or_si256(bits, _mm256_maskz_mov_epi32(negative, _mm256_set1_epi32(INT32_MIN))));
+    *inf = done & _mm256_cmpeq_epi32_mask(bits, _mm256_set1_epi32(0x7f800000));
+    return done;
+  }
+
+  // Lane for lane, FastF32 for plain decimals (w = 0 included) whose approximate double is
+  // provably rounded right; other lanes are left alone and their bit stays clear in the result.
+  static std::uint32_t EncodeF32Batch(const std::uint64_t* w, const std::int32_t* q,
+                                      const std::uint32_t* sign, const std::uint8_t* plain,
+                                      std::uint32_t* out, std::uint32_t* inf) {
     const __mmask8 is_plain = _mm_cmpneq_epi8_mask(
         _mm_loadl_epi64(reinterpret_cast<const __m128i*>(plain)), _mm_setzero_si128());
-    const __mmask8 done = is_plain & ((in_table & normal & away) | zero);
-    const __m256i bits = _mm256_castps_si256(_mm512_cvtpd_ps(d));
-    _mm256_mask_storeu_epi32(out, done,
-                             _mm256_or_si256(bits, _mm256_loadu_si256(
-                                                       reinterpret_cast<const __m256i*>(sign))));
-    *inf = done & _mm256_cmpeq_epi32_mask(bits, _mm256_set1_epi32(0x7f800000));
+    const __mmask8 negative = _mm256_cmpneq_epi32_mask(
+        _mm256_loadu_si256(reinterpret_cast<const __m256i*>(sign)), _mm256_setzero_si256());
+    __mmask8 overflow;
+    const __mmask8 done =
+        EncodeStore8(_mm512_loadu_si512(w), _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q)),
+                     is_plain, negative, out, &overflow);
+    *inf = overflow;
     return done;
   }
 
@@ -146,20 +160,120 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
     const __m256i nf = _mm256_setr_epi32(frac_digits[0], frac_digits[1], frac_digits[2],
                                          frac_digits[3], frac_digits[4], frac_digits[5],
                                          frac_digits[6], frac_digits[7]);
-    const __m512d pow10 = _mm512_i32gather_pd(
-        _mm256_sub_epi32(_mm256_set1_epi32(-kApproxPow10Min), nf), kApproxPow10, 8);
-    const __m512d d = _mm512_mul_pd(_mm512_cvtepu64_pd(w), pow10);
-    const __m512i db = _mm512_castpd_si512(d);
-    const __mmask8 away = _mm512_cmpgt_epu64_mask(
-        _mm512_add_epi64(_mm512_and_si512(db, _mm512_set1_epi64(0x1fffffff)),
-                         _mm512_set1_epi64(8 - 0x10000000)),
-        _mm512_set1_epi64(16));
-    const __mmask8 zero = _mm512_cmpeq_epi64_mask(w, _mm512_setzero_si512());
-    const __mmask8 done = static_cast<__mmask8>(good) & (away | zero);
-    const __m256i bits = _mm256_or_si256(
-        _mm256_castps_si256(_mm512_cvtpd_ps(d)),
-        _mm256_maskz_mov_epi32(static_cast<__mmask8>(negative), _mm256_set1_epi32(INT32_MIN)));
-    _mm256_mask_storeu_epi32(out, done, bits);
+    __mmask8 inf;  // never: these values are below 10^16
+    const __mmask8 done =
+        EncodeStore8(w, _mm256_sub_epi32(_mm256_setzero_si256(), nf), static_cast<__mmask8>(good),
+                     static_cast<__mmask8>(negative), out, &inf);
+    return done;
+  }
+
+  static constexpr bool kSciTokens = true;
+
+  // Eight tokens in scientific notation with 16 to 18 fraction digits (np.savetxt's '%.18e' and
+  // its kin; see parse_impl.h). Two tokens share a register, one per 256-bit half; per token,
+  // scalar bit operations on its 32-bit masks check the shape byte for byte; the 16 fraction
+  // digits right before the exponent go through Digits16's combining four tokens at a time, the
+  // one to three leading digits and the exponent through selects, and all eight through
+  // EncodeStore8.
+  static std::uint32_t ScanEncodeSci8(const char* const* tok, const char* line_end,
+                                      std::uint32_t* out, std::uint32_t* inf) {
+    std::uint64_t head[8];
+    std::int32_t q[8];
+    const char* tail[8];  // the 16 fraction digits before the exponent
+    std::uint32_t good = 0;
+    std::uint32_t negative = 0;
+#pragma GCC unroll 4
+    for (int g = 0; g < 4; ++g) {
+      const char* const* t = tok + 2 * g;
+      __m512i v =
+          _mm512_castsi256_si512(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[0])));
+      v = _mm512_inserti64x4(v, _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t[1])), 1);
+      const std::uint64_t dg = _mm512_cmplt_epu8_mask(_mm512_sub_epi8(v, _mm512_set1_epi8('0')),
+                                                      _mm512_set1_epi8(10));
+      const std::uint64_t dot = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('.'));
+      const std::uint64_t ex = _mm512_cmpeq_epi8_mask(_mm512_or_si512(v, _mm512_set1_epi8(0x20)),
+                                                      _mm512_set1_epi8('e'));
+      const std::uint64_t sg = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('-')) |
+                               _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('+'));
+      const std::uint64_t end = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(' ')) |
+                                _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\t')) |
+                                _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\n')) |
+                                _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\r'));
+#pragma GCC unroll 2
+      for (int i = 0; i < 2; ++i) {
+        const int k = 2 * g + i;
+        const char* s = t[i];
+        const std::uint64_t d = (dg >> (32 * i)) & 0xffffffffu;
+        const std::uint64_t pt = (dot >> (32 * i)) & 0xffffffffu;
+        const std::uint64_t e = (ex >> (32 * i)) & 0xffffffffu;
+        const std::uint64_t sn = (sg >> (32 * i)) & 0xffffffffu;
+        std::uint64_t stop = ((end >> (32 * i)) & 0xffffffffu) | (std::uint64_t{1} << 32);
+        const std::ptrdiff_t room = line_end - s;  // the row ends here, whatever follows
+        if (room < 32) stop |= std::uint64_t{1} << room;
+        const auto len = static_cast<std::uint32_t>(_tzcnt_u64(stop));  // <= 32
+        const auto lead = static_cast<std::uint32_t>(sn & 1);            // sign before the digits
+        const auto nf = static_cast<std::uint32_t>(_tzcnt_u64(~(d >> (lead + 2))));
+        const std::uint32_t epos = lead + 2 + nf;  // the 'e', <= 35
+        const auto xs = static_cast<std::uint32_t>((sn >> (epos + 1)) & 1);  // exponent sign
+        const std::uint32_t xd = epos + 1 + xs;    // first exponent digit
+        const std::uint32_t ne = len - xd;         // exponent digits (wraps when len < xd)
+        const std::uint64_t body = _bzhi_u64(~std::uint64_t{0}, len);
+        const std::uint64_t want_digits = (std::uint64_t{1} << lead) |
+                                          (_bzhi_u64(~std::uint64_t{0}, nf) << (lead + 2)) |
+                                          (_bzhi_u64(~std::uint64_t{0}, ne) << xd);
+        const bool ok = len < 32 && nf - 16 <= 2 && ne - 1 <= 2 && (d & body) == want_digits &&
+                        (pt & body) == (std::uint64_t{1} << (lead + 1)) &&
+                        (e & body) == (std::uint64_t{1} << epos) &&
+                        (sn & body) == (lead | (std::uint64_t{xs} << (epos + 1)));
+        // Leading digits: the one before the point and the fraction digits before the last 16.
+        const char* f = s + lead;
+        const std::uint64_t a = static_cast<std::uint64_t>(f[0] - '0');
+        const std::uint64_t b = static_cast<std::uint64_t>(f[2] - '0');
+        const std::uint64_t c = static_cast<std::uint64_t>(f[3] - '0');
+        head[k] = nf == 16 ? a : nf == 17 ? a * 10 + b : a * 100 + b * 10 + c;
+        const char* x = s + xd;
+        const int x0 = x[0] - '0';
+        const int x1 = x[1] - '0';
+        const int x2 = x[2] - '0';
+        const int xv = ne == 1 ? x0 : ne == 2 ? x0 * 10 + x1 : x0 * 100 + x1 * 10 + x2;
+        const bool xneg = xs != 0 && s[epos + 1] == '-';
+        q[k] = (xneg ? -xv : xv) - static_cast<int>(nf);
+        tail[k] = ok ? s + epos - 16 : s;
+        good |= static_cast<std::uint32_t>(ok) << k;
+        negative |= static_cast<std::uint32_t>(lead != 0 && s[0] == '-') << k;
+      }
+    }
+    __m512i lo4[2];
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; ++g) {
+      const char* const* t = tail + 4 * g;
+      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t[0])));
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[1])), 1);
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[2])), 2);
+      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[3])), 3);
+      __m512i x = _mm512_maddubs_epi16(_mm512_sub_epi8(v, _mm512_set1_epi8('0')),
+                                       _mm512_set1_epi16(0x010a));
+      x = _mm512_madd_epi16(x, _mm512_set1_epi32(0x00010064));
+      x = _mm512_packus_epi32(x, x);
+      x = _mm512_madd_epi16(x, _mm512_set1_epi32(0x00012710));
+      lo4[g] = _mm512_add_epi64(_mm512_mul_epu32(x, _mm512_set1_epi64(100000000)),
+                                _mm512_srli_epi64(x, 32));
+    }
+    const __m512i lo = _mm512_permutex2var_epi64(
+        lo4[0], _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), lo4[1]);
+    const __m512i hv = _mm512_setr_epi64(
+        static_cast<long long>(head[0]), static_cast<long long>(head[1]),
+        static_cast<long long>(head[2]), static_cast<long long>(head[3]),
+        static_cast<long long>(head[4]), static_cast<long long>(head[5]),
+        static_cast<long long>(head[6]), static_cast<long long>(head[7]));
+    // w = head * 10^16 + the last 16 digits: at most 19 digits, below 2^64.
+    const __m512i w =
+        _mm512_add_epi64(_mm512_mullo_epi64(hv, _mm512_set1_epi64(10000000000000000ll)), lo);
+    const __m256i qv = _mm256_setr_epi32(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]);
+    __mmask8 overflow;
+    const __mmask8 done = EncodeStore8(w, qv, static_cast<__mmask8>(good),
+                                       static_cast<__mmask8>(negative), out, &overflow);
+    *inf = overflow;
     return done;
   }
 };

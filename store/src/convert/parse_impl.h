@@ -26,6 +26,9 @@
 //                              at line_end, each where it is [+-]digits[.digits] ending at a
 //                              blank or line end within 16 bytes (16 bytes at each are readable);
 //                              returns the mask of tokens written to out[]
+//   kSciTokens                 true when ScanEncodeSci8(tok, line_end, out, &inf) exists: the
+//                              same for [+-]D.D{16,18}[eE][+-]D{1,3} ending within 32 bytes (64
+//                              bytes past line_end are readable); *inf marks overflows
 //   Ctz(m), LowBits(k)         index of the lowest set bit (the width when m == 0); the mask of
 //                              the low k bits, 0 <= k <= the width
 #ifndef EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
@@ -472,6 +475,12 @@ class ChunkParser {
           return ShortRow(p, tok, line_end, key, key_len);
         }
       }
+      if constexpr (Isa::kSciTokens) {
+        if (!sci_misses_ && re_ - line_end >= 64 && dim >= 8) {
+          const char* r = SciRow(p, tok, line_end, key, key_len);
+          if (r != nullptr) return r;
+        }
+      }
       // Pass 2: every token to a plain decimal (w, q, sign), or marked for the general encoder.
       for (std::uint32_t j = 0; j < dim; ++j) {
         const char* s = tok[j];
@@ -517,6 +526,36 @@ class ChunkParser {
     std::uint32_t j = 0;
     for (; j + 8 <= dim; j += 8) {
       const std::uint32_t done = Isa::ScanEncodeShort8(tok + j, line_end, values + j);
+      for (std::uint32_t left = ~done & 0xffu; left != 0; left &= left - 1) {
+        const std::uint32_t k = j + static_cast<std::uint32_t>(__builtin_ctz(left));
+        if (!ScanEncodeOne(tok[k], line_end, values + k)) return Decline(p);
+      }
+    }
+    for (; j < dim; ++j) {
+      if (!ScanEncodeOne(tok[j], line_end, values + j)) return Decline(p);
+    }
+    ++out_->rows;
+    if (keyed_) PushKey(out_, key, key_len, static_cast<std::uint32_t>(line_));
+    return line_end;
+  }
+
+  // FastRow for rows of scientific-notation tokens: Isa::ScanEncodeSci8 eight at a time, the
+  // others one at a time. When the first eight tokens have none of that shape, the row is undone
+  // and nullptr returned (the caller takes the general passes), and this chunk stops trying.
+  const char* SciRow(const char* p, const char* const* tok, const char* line_end,
+                     const char* key, std::size_t key_len) {
+    auto* const values = reinterpret_cast<std::uint32_t*>(AppendRow(out_, row_bytes_));
+    const std::uint32_t dim = p_.dim;
+    std::uint32_t j = 0;
+    for (; j + 8 <= dim; j += 8) {
+      std::uint32_t inf = 0;
+      const std::uint32_t done = Isa::ScanEncodeSci8(tok + j, line_end, values + j, &inf);
+      if (done == 0 && j == 0) {
+        sci_misses_ = true;
+        TruncateRows(out_, out_->rows, row_bytes_);
+        return nullptr;
+      }
+      if (inf != 0 && p_.overflow_is_error) return Decline(p);
       for (std::uint32_t left = ~done & 0xffu; left != 0; left &= left - 1) {
         const std::uint32_t k = j + static_cast<std::uint32_t>(__builtin_ctz(left));
         if (!ScanEncodeOne(tok[k], line_end, values + k)) return Decline(p);
@@ -707,6 +746,7 @@ class ChunkParser {
   std::int32_t q_[kMaxFastTokens];
   std::uint32_t sign_[kMaxFastTokens];
   std::uint8_t plain_[kMaxFastTokens];
+  bool sci_misses_ = false;  // this chunk's rows are not in SciRow's shape
   std::uint64_t line_ = 0;
   const char* line_begin_ = nullptr;
 };

@@ -32,6 +32,7 @@ struct SimdIsa {
   static constexpr bool kSimd = true;
   static constexpr bool kBatchF32 = false;
   static constexpr bool kShortTokens = false;
+  static constexpr bool kSciTokens = false;
   using ScanMask = std::conditional_t<kScanWidth == 64, std::uint64_t, std::uint32_t>;
   using Mask = std::conditional_t<kWidth == 64, std::uint64_t, std::uint32_t>;
 
