@@ -77,7 +77,7 @@ constexpr Kernel kAvx512{"avx512", &ParseChunkAvx512};
 bool CpuHasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2"); }
 bool CpuHasAvx512() {
   return CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl");
+         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
 }
 
 const Kernel& PickKernel() {

@@ -80,19 +80,24 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
   static constexpr bool kShortTokens = true;
 
   // Eight short tokens at once (see parse_impl.h). Four tokens share a register, one per 128-bit
-  // lane; per token, scalar bit operations on its 16-bit masks check the shape and build the
-  // byte shuffle that drops the point and right-aligns the digits; then, per register, the
-  // shuffle, the digit combining of Digits16 and, for all eight, FastF32's rule. A token of at
-  // most 15 digits is below 10^16 and at least 10^-15 (or zero): never subnormal nor infinite.
-  // (PDEP/PEXT are fast on every CPU with AVX-512.)
+  // lane; per token, scalar bit operations on its 16-bit masks check the shape and give two
+  // bytes that define its shuffle (which drops the point and right-aligns the digits); then, per
+  // register, the shuffle, the digit combining of Digits16 and, for all eight, FastF32's rule. A
+  // token of at most 15 digits is below 10^16 and at least 10^-15 (or zero): never subnormal nor
+  // infinite.
   static std::uint32_t ScanEncodeShort8(const char* const* tok, const char* line_end,
                                         std::uint32_t* out) {
-    std::uint64_t shuffle[8];  // one group's byte shuffle, built in registers
     std::int32_t frac_digits[8];
     std::uint32_t good = 0;
     std::uint32_t negative = 0;
     __m512i w4[2];
-    const __m512i zero_char = _mm512_set1_epi8('0');
+    // Byte j of each lane, and the byte of a packed qword (copied to every lane) it reads.
+    const __m512i iota = _mm512_set4_epi32(0x0f0e0d0c, 0x0b0a0908, 0x07060504, 0x03020100);
+    const __m512i lane_shift = _mm512_set_epi32(0x03030303, 0x03030303, 0x03030303, 0x03030303,
+                                                0x02020202, 0x02020202, 0x02020202, 0x02020202,
+                                                0x01010101, 0x01010101, 0x01010101, 0x01010101,
+                                                0, 0, 0, 0);
+    const __m512i lane_limit = _mm512_add_epi8(lane_shift, _mm512_set1_epi8(4));
 #pragma GCC unroll 2
     for (int g = 0; g < 2; ++g) {
       const char* const* t = tok + 4 * g;
@@ -100,14 +105,19 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
       v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[1])), 1);
       v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[2])), 2);
       v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[3])), 3);
-      const __m512i digits = _mm512_sub_epi8(v, zero_char);
-      const std::uint64_t dg = _mm512_cmplt_epu8_mask(digits, _mm512_set1_epi8(10));
+      const __m512i raw = _mm512_sub_epi8(v, _mm512_set1_epi8('0'));
+      const std::uint64_t dg = _mm512_cmplt_epu8_mask(raw, _mm512_set1_epi8(10));
+      // Digit values, zero in every other byte (so the shuffle may pick signs and points).
+      const __m512i digits = _mm512_maskz_mov_epi8(dg, raw);
       const std::uint64_t dot = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('.'));
       const std::uint64_t end = _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8(' ')) |
                                 _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\t')) |
                                 _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\n')) |
                                 _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\r'));
-      std::uint64_t keep = 0;  // bytes of the shuffled digits that are digits, not zeros
+      // Per token, byte i of `shifts`: 16 - its length; byte i of `splits`: the first byte of
+      // the lane whose source is past the point (0: no point).
+      std::uint64_t shifts = 0;
+      std::uint64_t splits = 0;
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         const int k = 4 * g + i;
@@ -123,28 +133,26 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
         const std::uint32_t dm = d & body;
         const std::uint32_t pm = pt & body;
         const bool ok = len < 16 && (dm | pm | sign) == body && dm != 0 && (pm & (pm - 1)) == 0;
-        const std::uint32_t nd = static_cast<std::uint32_t>(__builtin_popcount(dm));
         // Digits after the point: above its bit (none when there is no point).
         frac_digits[k] = __builtin_popcount(dm & ~(2 * pm - 1));
-        // Positions of the digit bytes, four bits each in order, then moved up so that the
-        // last digit lands in byte 15; bytes below the first digit are zeroed by `keep`.
-        const std::uint64_t positions =
-            _pext_u64(0xfedcba9876543210ull, _pdep_u64(dm, 0x1111111111111111ull) * 0xf);
-        const std::uint64_t aligned = positions << ((4 * (16 - nd)) & 63);
-        shuffle[2 * i] = _pdep_u64(aligned, 0x0f0f0f0f0f0f0f0full);
-        shuffle[2 * i + 1] = _pdep_u64(aligned >> 32, 0x0f0f0f0f0f0f0f0full);
-        keep |= static_cast<std::uint64_t>((0xffffu << (16 - nd)) & 0xffffu) << (16 * i);
+        const std::uint32_t shift = 16 - len;
+        const std::uint32_t split = pm != 0 ? _tzcnt_u32(pm) + 1 + shift : 0;
+        shifts |= static_cast<std::uint64_t>(shift & 0xff) << (8 * i);
+        splits |= static_cast<std::uint64_t>(split & 0xff) << (8 * i);
         good |= static_cast<std::uint32_t>(ok) << k;
         negative |= static_cast<std::uint32_t>(s[0] == '-') << k;
       }
-      // (Built with inserts: storing the qwords and loading them as one vector would stall on
-      // store forwarding.)
-      const __m512i index = _mm512_set_epi64(
-          static_cast<long long>(shuffle[7]), static_cast<long long>(shuffle[6]),
-          static_cast<long long>(shuffle[5]), static_cast<long long>(shuffle[4]),
-          static_cast<long long>(shuffle[3]), static_cast<long long>(shuffle[2]),
-          static_cast<long long>(shuffle[1]), static_cast<long long>(shuffle[0]));
-      const __m512i lanes = _mm512_maskz_shuffle_epi8(keep, digits, index);
+      // Byte j of a lane takes token byte j - shift, one further left where that is at or
+      // before the point; below the token's first byte the index is negative and the shuffle
+      // gives zero. The last digit lands in byte 15.
+      const __m512i packed = _mm512_broadcast_i32x4(
+          _mm_cvtsi64_si128(static_cast<long long>(shifts | (splits << 32))));
+      const __m512i shift_v = _mm512_shuffle_epi8(packed, lane_shift);
+      const __m512i split_v = _mm512_shuffle_epi8(packed, lane_limit);
+      __m512i index = _mm512_sub_epi8(iota, shift_v);
+      index = _mm512_mask_sub_epi8(index, _mm512_cmplt_epu8_mask(iota, split_v), index,
+                                   _mm512_set1_epi8(1));
+      const __m512i lanes = _mm512_shuffle_epi8(digits, index);
       // Digits16 per lane: pairs, fours, eights; each lane's qword 0 then holds the first
       // eight digits' value in its low half and the last eight's in its high half.
       __m512i x = _mm512_maddubs_epi16(lanes, _mm512_set1_epi16(0x010a));
