@@ -21,8 +21,10 @@ std::uint32_t ToMask<xsimd::avx2, std::uint32_t>(
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge source, which
 // -Wmaybe-uninitialized misreports once inlined.
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 
 // The AVX-512 policy adds the eight-wide binary32 encoder (AVX-512F/DQ: unsigned 64-bit to
 // double conversion, gathers and per-lane masks).
@@ -286,7 +288,9 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
   }
 };
 
+#if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic pop
+#endif
 
 }  // namespace
 
