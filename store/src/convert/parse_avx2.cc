@@ -25,22 +25,20 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
                          two52);
   }
 
-  // Avx512Isa::EncodeF32Batch, four lanes. fl(w) comes from its exact 32-bit halves,
-  // hi * 2^32 + lo, rounded once by the addition, as a direct conversion would be.
-  static std::uint32_t EncodeF32Batch(const std::uint64_t* w, const std::int32_t* q,
-                                      const std::uint32_t* sign, const std::uint8_t* plain,
-                                      std::uint32_t* out, std::uint32_t* inf) {
-    const __m256i wv = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(w));
+  // Avx512Isa::EncodeStore8, four lanes: `eligible` holds all-ones 64-bit lanes, `sign` the
+  // sign bit of each 32-bit lane. fl(w) comes from its exact 32-bit halves, hi * 2^32 + lo,
+  // rounded once by the addition, as a direct conversion would be.
+  static std::uint32_t EncodeStore4(__m256i w, __m128i q, __m256i eligible, __m128i sign,
+                                    std::uint32_t* out, std::uint32_t* inf) {
     const __m256i low32 = _mm256_set1_epi64x(0xffffffff);
     const __m256d wd = _mm256_add_pd(
-        _mm256_mul_pd(U32ToDouble(_mm256_srli_epi64(wv, 32)), _mm256_set1_pd(4294967296.0)),
-        U32ToDouble(_mm256_and_si256(wv, low32)));
-    const __m128i qv = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+        _mm256_mul_pd(U32ToDouble(_mm256_srli_epi64(w, 32)), _mm256_set1_pd(4294967296.0)),
+        U32ToDouble(_mm256_and_si256(w, low32)));
     const __m128i in_table32 =
-        _mm_andnot_si128(_mm_cmplt_epi32(qv, _mm_set1_epi32(kApproxPow10Min)),
-                         _mm_cmpgt_epi32(_mm_set1_epi32(kApproxPow10Max + 1), qv));
+        _mm_andnot_si128(_mm_cmplt_epi32(q, _mm_set1_epi32(kApproxPow10Min)),
+                         _mm_cmpgt_epi32(_mm_set1_epi32(kApproxPow10Max + 1), q));
     const __m256i in_table = _mm256_cvtepi32_epi64(in_table32);
-    const __m128i idx = _mm_and_si128(_mm_sub_epi32(qv, _mm_set1_epi32(kApproxPow10Min)),
+    const __m128i idx = _mm_and_si128(_mm_sub_epi32(q, _mm_set1_epi32(kApproxPow10Min)),
                                       in_table32);
     const __m256d pow10 = _mm256_mask_i32gather_pd(_mm256_setzero_pd(), kApproxPow10, idx,
                                                    _mm256_castsi256_pd(in_table), 8);
@@ -53,24 +51,203 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
                                        _mm256_set1_epi64x(0x10000000));
     const __m256i away = _mm256_or_si256(_mm256_cmpgt_epi64(t, _mm256_set1_epi64x(8)),
                                          _mm256_cmpgt_epi64(_mm256_set1_epi64x(-8), t));
-    const __m256i zero = _mm256_cmpeq_epi64(wv, _mm256_setzero_si256());
-    std::int32_t plain4;
-    std::memcpy(&plain4, plain, 4);
-    const __m256i not_plain =
-        _mm256_cmpeq_epi64(_mm256_cvtepu8_epi64(_mm_cvtsi32_si128(plain4)), _mm256_setzero_si256());
-    const __m256i done64 = _mm256_andnot_si256(
-        not_plain,
+    const __m256i zero = _mm256_cmpeq_epi64(w, _mm256_setzero_si256());
+    const __m256i done64 = _mm256_and_si256(
+        eligible,
         _mm256_or_si256(_mm256_and_si256(in_table, _mm256_and_si256(normal, away)), zero));
     // The low halves of the four 64-bit lane masks, as 32-bit lane masks.
     const __m128i done32 = _mm256_castsi256_si128(
         _mm256_permutevar8x32_epi32(done64, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
     const __m128i bits = _mm_castps_si128(_mm256_cvtpd_ps(d));
-    _mm_maskstore_epi32(reinterpret_cast<int*>(out), done32,
-                        _mm_or_si128(bits, _mm_loadu_si128(reinterpret_cast<const __m128i*>(sign))));
+    _mm_maskstore_epi32(reinterpret_cast<int*>(out), done32, _mm_or_si128(bits, sign));
     const auto done = static_cast<std::uint32_t>(_mm256_movemask_pd(_mm256_castsi256_pd(done64)));
     *inf = done & static_cast<std::uint32_t>(_mm_movemask_ps(
                       _mm_castsi128_ps(_mm_cmpeq_epi32(bits, _mm_set1_epi32(0x7f800000)))));
     return done;
+  }
+
+  static std::uint32_t EncodeF32Batch(const std::uint64_t* w, const std::int32_t* q,
+                                      const std::uint32_t* sign, const std::uint8_t* plain,
+                                      std::uint32_t* out, std::uint32_t* inf) {
+    std::int32_t plain4;
+    std::memcpy(&plain4, plain, 4);
+    const __m256i is_plain = _mm256_xor_si256(
+        _mm256_cmpeq_epi64(_mm256_cvtepu8_epi64(_mm_cvtsi32_si128(plain4)), _mm256_setzero_si256()),
+        _mm256_set1_epi64x(-1));
+    return EncodeStore4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)),
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), is_plain,
+                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(sign)), out, inf);
+  }
+
+  static constexpr bool kShortTokens = true;
+
+  // Avx512Isa::ScanEncodeShort8 with two tokens per register (one per 128-bit lane), as two
+  // groups of four.
+  static std::uint32_t ScanEncodeShort8(const char* const* tok, const char* line_end,
+                                        std::uint32_t* out) {
+    std::uint32_t inf;  // never: these values are below 10^16
+    return ScanEncodeShort4(tok, line_end, out, &inf) |
+           (ScanEncodeShort4(tok + 4, line_end, out + 4, &inf) << 4);
+  }
+
+  static std::uint32_t ScanEncodeShort4(const char* const* tok, const char* line_end,
+                                        std::uint32_t* out, std::uint32_t* inf) {
+    std::int32_t frac_digits[4];
+    std::uint64_t good[4];      // all ones where the token has the shape
+    std::uint32_t negative[4];  // sign bits
+    __m256i w2[2];
+    const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+                                          0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    // The byte of a packed qword (copied to both lanes) each lane reads: its shift, its split.
+    const __m256i lane_shift = _mm256_setr_epi32(0, 0, 0, 0, 0x01010101, 0x01010101, 0x01010101,
+                                                 0x01010101);
+    const __m256i lane_split = _mm256_add_epi8(lane_shift, _mm256_set1_epi8(4));
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; ++g) {
+      const char* const* t = tok + 2 * g;
+      const __m256i v = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t[0]))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[1])), 1);
+      const __m256i raw = _mm256_sub_epi8(v, _mm256_set1_epi8('0'));
+      // Unsigned raw <= 9: the digits.
+      const __m256i is_digit = _mm256_cmpeq_epi8(_mm256_min_epu8(raw, _mm256_set1_epi8(9)), raw);
+      const __m256i digits = _mm256_and_si256(raw, is_digit);
+      const auto dg = static_cast<std::uint32_t>(_mm256_movemask_epi8(is_digit));
+      const auto dot = static_cast<std::uint32_t>(
+          _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('.'))));
+      const auto end = static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(
+          _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(' ')),
+                          _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\t'))),
+          _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\n')),
+                          _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\r'))))));
+      std::uint64_t shifts = 0;
+      std::uint64_t splits = 0;
+#pragma GCC unroll 2
+      for (int i = 0; i < 2; ++i) {
+        const int k = 2 * g + i;
+        const char* s = t[i];
+        const std::uint32_t d = (dg >> (16 * i)) & 0xffffu;
+        const std::uint32_t pt = (dot >> (16 * i)) & 0xffffu;
+        std::uint32_t stop = ((end >> (16 * i)) & 0xffffu) | 0x10000u;
+        const std::ptrdiff_t room = line_end - s;
+        if (room < 16) stop |= 1u << room;
+        const std::uint32_t len = _tzcnt_u32(stop);
+        const std::uint32_t body = (1u << len) - 1;
+        const std::uint32_t sign = static_cast<std::uint32_t>((s[0] == '-') | (s[0] == '+'));
+        const std::uint32_t dm = d & body;
+        const std::uint32_t pm = pt & body;
+        const bool ok = len < 16 && (dm | pm | sign) == body && dm != 0 && (pm & (pm - 1)) == 0;
+        frac_digits[k] = __builtin_popcount(dm & ~(2 * pm - 1));
+        const std::uint32_t shift = 16 - len;
+        const std::uint32_t split = pm != 0 ? _tzcnt_u32(pm) + 1 + shift : 0;
+        shifts |= static_cast<std::uint64_t>(shift & 0xff) << (8 * i);
+        splits |= static_cast<std::uint64_t>(split & 0xff) << (8 * i);
+        good[k] = ok ? ~std::uint64_t{0} : 0;
+        negative[k] = s[0] == '-' ? 0x80000000u : 0u;
+      }
+      const __m256i packed = _mm256_broadcastsi128_si256(
+          _mm_cvtsi64_si128(static_cast<long long>(shifts | (splits << 32))));
+      const __m256i shift_v = _mm256_shuffle_epi8(packed, lane_shift);
+      const __m256i split_v = _mm256_shuffle_epi8(packed, lane_split);
+      __m256i index = _mm256_sub_epi8(iota, shift_v);
+      // One further left where iota < split (both below 128: a signed compare is right).
+      index = _mm256_add_epi8(index, _mm256_cmpgt_epi8(split_v, iota));
+      const __m256i lanes = _mm256_shuffle_epi8(digits, index);
+      __m256i x = _mm256_maddubs_epi16(lanes, _mm256_set1_epi16(0x010a));
+      x = _mm256_madd_epi16(x, _mm256_set1_epi32(0x00010064));
+      x = _mm256_packus_epi32(x, x);
+      x = _mm256_madd_epi16(x, _mm256_set1_epi32(0x00012710));
+      w2[g] = _mm256_add_epi64(_mm256_mul_epu32(x, _mm256_set1_epi64x(100000000)),
+                               _mm256_srli_epi64(x, 32));
+    }
+    // Qwords 0 and 2 of each group are the four significands.
+    const __m256i w = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(w2[0], w2[1]), 0xd8);
+    const __m128i nf = _mm_setr_epi32(frac_digits[0], frac_digits[1], frac_digits[2],
+                                      frac_digits[3]);
+    const __m256i eligible = _mm256_setr_epi64x(
+        static_cast<long long>(good[0]), static_cast<long long>(good[1]),
+        static_cast<long long>(good[2]), static_cast<long long>(good[3]));
+    const __m128i sign = _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),
+                                        static_cast<int>(negative[2]), static_cast<int>(negative[3]));
+    return EncodeStore4(w, _mm_sub_epi32(_mm_setzero_si128(), nf), eligible, sign, out, inf);
+  }
+
+  static constexpr bool kSciTokens = true;
+
+  // Avx512Isa::ScanEncodeSci8 with one token per register, as two groups of four.
+  static std::uint32_t ScanEncodeSci8(const char* const* tok, const char* line_end,
+                                      std::uint32_t* out, std::uint32_t* inf) {
+    std::uint32_t inf_lo;
+    std::uint32_t inf_hi;
+    const std::uint32_t done = ScanEncodeSci4(tok, line_end, out, &inf_lo) |
+                               (ScanEncodeSci4(tok + 4, line_end, out + 4, &inf_hi) << 4);
+    *inf = inf_lo | (inf_hi << 4);
+    return done;
+  }
+
+  static std::uint32_t ScanEncodeSci4(const char* const* tok, const char* line_end,
+                                      std::uint32_t* out, std::uint32_t* inf) {
+    std::uint64_t head[4];
+    std::int32_t q[4];
+    const char* tail[4];
+    std::uint64_t good[4];
+    std::uint32_t negative[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      const char* s = tok[k];
+      const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(s));
+      const __m256i raw = _mm256_sub_epi8(v, _mm256_set1_epi8('0'));
+      const std::uint64_t d = static_cast<std::uint32_t>(
+          _mm256_movemask_epi8(_mm256_cmpeq_epi8(_mm256_min_epu8(raw, _mm256_set1_epi8(9)), raw)));
+      const std::uint64_t pt = static_cast<std::uint32_t>(
+          _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('.'))));
+      const std::uint64_t e = static_cast<std::uint32_t>(_mm256_movemask_epi8(
+          _mm256_cmpeq_epi8(_mm256_or_si256(v, _mm256_set1_epi8(0x20)), _mm256_set1_epi8('e'))));
+      const std::uint64_t sn = static_cast<std::uint32_t>(_mm256_movemask_epi8(
+          _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('-')),
+                          _mm256_cmpeq_epi8(v, _mm256_set1_epi8('+')))));
+      std::uint64_t stop = static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(
+                               _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(' ')),
+                                               _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\t'))),
+                               _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\n')),
+                                               _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\r')))))) |
+                           (std::uint64_t{1} << 32);
+      const SciShape sh = CheckSciShape(s, line_end, d, pt, e, sn, stop);
+      head[k] = sh.head;
+      q[k] = sh.q;
+      tail[k] = sh.ok ? s + sh.exp_pos - 16 : s;
+      good[k] = sh.ok ? ~std::uint64_t{0} : 0;
+      negative[k] = sh.negative ? 0x80000000u : 0u;
+    }
+    __m256i lo2[2];
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; ++g) {
+      const __m256i v = _mm256_inserti128_si256(
+          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail[2 * g]))),
+          _mm_loadu_si128(reinterpret_cast<const __m128i*>(tail[2 * g + 1])), 1);
+      __m256i x = _mm256_maddubs_epi16(_mm256_sub_epi8(v, _mm256_set1_epi8('0')),
+                                       _mm256_set1_epi16(0x010a));
+      x = _mm256_madd_epi16(x, _mm256_set1_epi32(0x00010064));
+      x = _mm256_packus_epi32(x, x);
+      x = _mm256_madd_epi16(x, _mm256_set1_epi32(0x00012710));
+      lo2[g] = _mm256_add_epi64(_mm256_mul_epu32(x, _mm256_set1_epi64x(100000000)),
+                                _mm256_srli_epi64(x, 32));
+    }
+    const __m256i lo = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(lo2[0], lo2[1]), 0xd8);
+    // w = head (already times 10^16) + the last 16 digits.
+    const __m256i w = _mm256_add_epi64(
+        _mm256_setr_epi64x(static_cast<long long>(head[0]), static_cast<long long>(head[1]),
+                           static_cast<long long>(head[2]), static_cast<long long>(head[3])),
+        lo);
+    return EncodeStore4(w, _mm_setr_epi32(q[0], q[1], q[2], q[3]),
+                        _mm256_setr_epi64x(static_cast<long long>(good[0]),
+                                           static_cast<long long>(good[1]),
+                                           static_cast<long long>(good[2]),
+                                           static_cast<long long>(good[3])),
+                        _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),
+                                       static_cast<int>(negative[2]),
+                                       static_cast<int>(negative[3])),
+                        out, inf);
   }
 };
 

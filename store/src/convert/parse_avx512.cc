@@ -213,44 +213,15 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
       for (int i = 0; i < 2; ++i) {
         const int k = 2 * g + i;
         const char* s = t[i];
-        const std::uint64_t d = (dg >> (32 * i)) & 0xffffffffu;
-        const std::uint64_t pt = (dot >> (32 * i)) & 0xffffffffu;
-        const std::uint64_t e = (ex >> (32 * i)) & 0xffffffffu;
-        const std::uint64_t sn = (sg >> (32 * i)) & 0xffffffffu;
-        std::uint64_t stop = ((end >> (32 * i)) & 0xffffffffu) | (std::uint64_t{1} << 32);
-        const std::ptrdiff_t room = line_end - s;  // the row ends here, whatever follows
-        if (room < 32) stop |= std::uint64_t{1} << room;
-        const auto len = static_cast<std::uint32_t>(_tzcnt_u64(stop));  // <= 32
-        const auto lead = static_cast<std::uint32_t>(sn & 1);            // sign before the digits
-        const auto nf = static_cast<std::uint32_t>(_tzcnt_u64(~(d >> (lead + 2))));
-        const std::uint32_t epos = lead + 2 + nf;  // the 'e', <= 35
-        const auto xs = static_cast<std::uint32_t>((sn >> (epos + 1)) & 1);  // exponent sign
-        const std::uint32_t xd = epos + 1 + xs;    // first exponent digit
-        const std::uint32_t ne = len - xd;         // exponent digits (wraps when len < xd)
-        const std::uint64_t body = _bzhi_u64(~std::uint64_t{0}, len);
-        const std::uint64_t want_digits = (std::uint64_t{1} << lead) |
-                                          (_bzhi_u64(~std::uint64_t{0}, nf) << (lead + 2)) |
-                                          (_bzhi_u64(~std::uint64_t{0}, ne) << xd);
-        const bool ok = len < 32 && nf - 16 <= 2 && ne - 1 <= 2 && (d & body) == want_digits &&
-                        (pt & body) == (std::uint64_t{1} << (lead + 1)) &&
-                        (e & body) == (std::uint64_t{1} << epos) &&
-                        (sn & body) == (lead | (std::uint64_t{xs} << (epos + 1)));
-        // Leading digits: the one before the point and the fraction digits before the last 16.
-        const char* f = s + lead;
-        const std::uint64_t a = static_cast<std::uint64_t>(f[0] - '0');
-        const std::uint64_t b = static_cast<std::uint64_t>(f[2] - '0');
-        const std::uint64_t c = static_cast<std::uint64_t>(f[3] - '0');
-        head[k] = nf == 16 ? a : nf == 17 ? a * 10 + b : a * 100 + b * 10 + c;
-        const char* x = s + xd;
-        const int x0 = x[0] - '0';
-        const int x1 = x[1] - '0';
-        const int x2 = x[2] - '0';
-        const int xv = ne == 1 ? x0 : ne == 2 ? x0 * 10 + x1 : x0 * 100 + x1 * 10 + x2;
-        const bool xneg = xs != 0 && s[epos + 1] == '-';
-        q[k] = (xneg ? -xv : xv) - static_cast<int>(nf);
-        tail[k] = ok ? s + epos - 16 : s;
-        good |= static_cast<std::uint32_t>(ok) << k;
-        negative |= static_cast<std::uint32_t>(lead != 0 && s[0] == '-') << k;
+        const SciShape sh = CheckSciShape(
+            s, line_end, (dg >> (32 * i)) & 0xffffffffu, (dot >> (32 * i)) & 0xffffffffu,
+            (ex >> (32 * i)) & 0xffffffffu, (sg >> (32 * i)) & 0xffffffffu,
+            ((end >> (32 * i)) & 0xffffffffu) | (std::uint64_t{1} << 32));
+        head[k] = sh.head;
+        q[k] = sh.q;
+        tail[k] = sh.ok ? s + sh.exp_pos - 16 : s;
+        good |= static_cast<std::uint32_t>(sh.ok) << k;
+        negative |= static_cast<std::uint32_t>(sh.negative) << k;
       }
     }
     __m512i lo4[2];
@@ -276,9 +247,8 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
         static_cast<long long>(head[2]), static_cast<long long>(head[3]),
         static_cast<long long>(head[4]), static_cast<long long>(head[5]),
         static_cast<long long>(head[6]), static_cast<long long>(head[7]));
-    // w = head * 10^16 + the last 16 digits: at most 19 digits, below 2^64.
-    const __m512i w =
-        _mm512_add_epi64(_mm512_mullo_epi64(hv, _mm512_set1_epi64(10000000000000000ll)), lo);
+    // w = head (already times 10^16) + the last 16 digits: at most 19 digits, below 2^64.
+    const __m512i w = _mm512_add_epi64(hv, lo);
     const __m256i qv = _mm256_setr_epi32(q[0], q[1], q[2], q[3], q[4], q[5], q[6], q[7]);
     __mmask8 overflow;
     const __mmask8 done = EncodeStore8(w, qv, static_cast<__mmask8>(good),
