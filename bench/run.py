@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The benchmark report: embstore against the tools trainers use today, side by side, in one run.
 
-    .venv/bin/python bench/run.py                 # full run, about 15 minutes on 2 cores
+    .venv/bin/python bench/run.py                 # full run, about 5 to 10 minutes on 2 cores
     .venv/bin/python bench/run.py --quick         # small sizes, under a minute: a smoke test
 
 On the same generated data (the seed's 938,280 x 128 float32 matrix, as np.savetxt writes it with
@@ -818,7 +818,7 @@ def write_report(results, path, img_rel):
          "contender measured side by side. Ratios come first: they travel between machines "
          "better than absolute times, which are **machine-dependent**.", "",
          "Reproduce (after building the bench targets, see \"How to run\" below):", "",
-         "```sh", ".venv/bin/python bench/run.py --publish        # about 15 minutes on 2 cores",
+         "```sh", ".venv/bin/python bench/run.py --publish        # about 5 to 10 minutes on 2 cores",
          ".venv/bin/python bench/run.py --quick          # under a minute; a smoke test",
          "```", "",
          f"Machine: {m.get('cpu', '?')}, {m['cores']} cores, {m.get('memory_gib', '?')} GiB, "
@@ -845,6 +845,28 @@ def write_report(results, path, img_rel):
           "with the server for CPU rather than adding network capacity. A ratio above 1 against "
           "a ceiling (iperf3, memcpy) means the ceiling's own run, seconds apart, was slowed "
           "by other work.", ""]
+    # What a 10x target against a baseline asks of this machine, from this run's numbers.
+    conv = g(results, "conversion", "formats", default=[]) or []
+    kernel = m.get("embstore_active_kernel")
+    asks = []
+    for f in conv:
+        parts = []
+        for which in ("pandas", "loadtxt"):
+            secs = g(f, "baselines", which, "seconds")
+            if secs:
+                need = f["bytes"] / (secs / 10) / 1e9
+                parts.append(f"10x {cb.BASELINE_LABELS[which]} needs {need:.1f} GB/s "
+                             f"({need / m['cores']:.2f} per core)")
+        fast = g(results, "micro", "convert_bench", f"ParseChunk/{kernel}/{f['format']}/f32")
+        if fast:
+            parts.append(f"the {kernel} kernel alone parses {fast / 1e9:.2f} GB/s per core "
+                         "(data in cache, no I/O)")
+        if parts:
+            asks.append(f"{f['format']}: " + ", ".join(parts))
+    if asks:
+        L += ["What the 10x conversion targets ask of this machine, end to end (reading the "
+              "text, parsing, writing and checksumming the table), against what the parser "
+              "does on its own: " + "; ".join(asks) + ".", ""]
     L += ["## Plots", ""]
     for name in results["plots"]:
         L.append(f"![{name[:-4]}]({img_rel}/{name})")
