@@ -83,14 +83,14 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
 
   // Avx512Isa::ScanEncodeShort8 with two tokens per register (one per 128-bit lane), as two
   // groups of four.
-  static std::uint32_t ScanEncodeShort8(const char* const* tok, const char* line_end,
+  static std::uint32_t ScanEncodeShort8(const char* const* tok,
                                         std::uint32_t* out) {
     std::uint32_t inf;  // never: these values are below 10^16
-    return ScanEncodeShort4(tok, line_end, out, &inf) |
-           (ScanEncodeShort4(tok + 4, line_end, out + 4, &inf) << 4);
+    return ScanEncodeShort4(tok, out, &inf) |
+           (ScanEncodeShort4(tok + 4, out + 4, &inf) << 4);
   }
 
-  static std::uint32_t ScanEncodeShort4(const char* const* tok, const char* line_end,
+  static std::uint32_t ScanEncodeShort4(const char* const* tok,
                                         std::uint32_t* out, std::uint32_t* inf) {
     std::int32_t frac_digits[4];
     std::uint64_t good[4];      // all ones where the token has the shape
@@ -129,8 +129,6 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
         const std::uint32_t d = (dg >> (16 * i)) & 0xffffu;
         const std::uint32_t pt = (dot >> (16 * i)) & 0xffffu;
         std::uint32_t stop = ((end >> (16 * i)) & 0xffffu) | 0x10000u;
-        const std::ptrdiff_t room = line_end - s;
-        if (room < 16) stop |= 1u << room;
         const std::uint32_t len = _tzcnt_u32(stop);
         const std::uint32_t body = (1u << len) - 1;
         const std::uint32_t sign = static_cast<std::uint32_t>((s[0] == '-') | (s[0] == '+'));
@@ -175,17 +173,17 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
   static constexpr bool kSciTokens = true;
 
   // Avx512Isa::ScanEncodeSci8 with one token per register, as two groups of four.
-  static std::uint32_t ScanEncodeSci8(const char* const* tok, const char* line_end,
+  static std::uint32_t ScanEncodeSci8(const char* const* tok,
                                       std::uint32_t* out, std::uint32_t* inf) {
     std::uint32_t inf_lo;
     std::uint32_t inf_hi;
-    const std::uint32_t done = ScanEncodeSci4(tok, line_end, out, &inf_lo) |
-                               (ScanEncodeSci4(tok + 4, line_end, out + 4, &inf_hi) << 4);
+    const std::uint32_t done = ScanEncodeSci4(tok, out, &inf_lo) |
+                               (ScanEncodeSci4(tok + 4, out + 4, &inf_hi) << 4);
     *inf = inf_lo | (inf_hi << 4);
     return done;
   }
 
-  static std::uint32_t ScanEncodeSci4(const char* const* tok, const char* line_end,
+  static std::uint32_t ScanEncodeSci4(const char* const* tok,
                                       std::uint32_t* out, std::uint32_t* inf) {
     std::uint64_t head[4];
     std::int32_t q[4];
@@ -212,7 +210,7 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
                                _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\n')),
                                                _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\r')))))) |
                            (std::uint64_t{1} << 32);
-      const SciShape sh = CheckSciShape(s, line_end, d, pt, e, sn, stop);
+      const SciShape sh = CheckSciShape(s, d, pt, e, sn, stop);
       head[k] = sh.head;
       q[k] = sh.q;
       tail[k] = sh.ok ? s + sh.exp_pos - 16 : s;

@@ -87,7 +87,7 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
   // register, the shuffle, the digit combining of Digits16 and, for all eight, FastF32's rule. A
   // token of at most 15 digits is below 10^16 and at least 10^-15 (or zero): never subnormal nor
   // infinite.
-  static std::uint32_t ScanEncodeShort8(const char* const* tok, const char* line_end,
+  static std::uint32_t ScanEncodeShort8(const char* const* tok,
                                         std::uint32_t* out) {
     std::int32_t frac_digits[8];
     std::uint32_t good = 0;
@@ -127,8 +127,6 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
         const auto d = static_cast<std::uint32_t>(dg >> (16 * i)) & 0xffffu;
         const auto pt = static_cast<std::uint32_t>(dot >> (16 * i)) & 0xffffu;
         std::uint32_t stop = (static_cast<std::uint32_t>(end >> (16 * i)) & 0xffffu) | 0x10000u;
-        const std::ptrdiff_t room = line_end - s;  // the row ends here, whatever follows
-        if (room < 16) stop |= 1u << room;
         const std::uint32_t len = _tzcnt_u32(stop);
         const std::uint32_t body = (1u << len) - 1;
         const std::uint32_t sign = static_cast<std::uint32_t>((s[0] == '-') | (s[0] == '+'));
@@ -185,7 +183,7 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
   // digits right before the exponent go through Digits16's combining four tokens at a time, the
   // one to three leading digits and the exponent through selects, and all eight through
   // EncodeStore8.
-  static std::uint32_t ScanEncodeSci8(const char* const* tok, const char* line_end,
+  static std::uint32_t ScanEncodeSci8(const char* const* tok,
                                       std::uint32_t* out, std::uint32_t* inf) {
     std::uint64_t head[8];
     std::int32_t q[8];
@@ -214,7 +212,7 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
         const int k = 2 * g + i;
         const char* s = t[i];
         const SciShape sh = CheckSciShape(
-            s, line_end, (dg >> (32 * i)) & 0xffffffffu, (dot >> (32 * i)) & 0xffffffffu,
+            s, (dg >> (32 * i)) & 0xffffffffu, (dot >> (32 * i)) & 0xffffffffu,
             (ex >> (32 * i)) & 0xffffffffu, (sg >> (32 * i)) & 0xffffffffu,
             ((end >> (32 * i)) & 0xffffffffu) | (std::uint64_t{1} << 32));
         head[k] = sh.head;

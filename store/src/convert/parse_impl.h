@@ -21,14 +21,14 @@
 //   kBatchF32, kBatch          true when EncodeF32Batch exists: kBatch plain decimals to binary32
 //                              where the approximate product is provably right (FastF32's
 //                              rule); returns the mask of lanes written, *inf those that overflowed
-//   kShortTokens               true when ScanEncodeShort8(tok, line_end, out) exists: scans and
-//                              encodes to binary32 the eight tokens at tok[0..8) of a row ending
-//                              at line_end, each where it is [+-]digits[.digits] ending at a
-//                              blank or line end within 16 bytes (16 bytes at each are readable);
-//                              returns the mask of tokens written to out[]
-//   kSciTokens                 true when ScanEncodeSci8(tok, line_end, out, &inf) exists: the
-//                              same for [+-]D.D{16,18}[eE][+-]D{1,3} ending within 32 bytes (64
-//                              bytes past line_end are readable); *inf marks overflows
+//   kShortTokens               true when ScanEncodeShort8(tok, out) exists: scans and encodes to
+//                              binary32 the eight tokens at tok[0..8) of a row that ends with a
+//                              line break, each where it is [+-]digits[.digits] followed by a
+//                              blank or line break within 16 bytes (16 bytes at each are
+//                              readable); returns the mask of tokens written to out[]
+//   kSciTokens                 true when ScanEncodeSci8(tok, out, &inf) exists: the same for
+//                              [+-]D.D{16,18}[eE][+-]D{1,3} within 32 bytes (64 bytes past the
+//                              line break are readable); *inf marks overflows
 //   Ctz(m), LowBits(k)         index of the lowest set bit (the width when m == 0); the mask of
 //                              the low k bits, 0 <= k <= the width
 #ifndef EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
@@ -468,15 +468,18 @@ class ChunkParser {
       }
       const char* const* tok = starts_ + (keyed_ ? 1 : 0);
       const std::uint32_t dim = p_.dim;
+      // The eight-token paths need a line break after the row (every token is then followed by
+      // a blank or that break: no bounds check per token) and room to load at any token.
+      const bool broken = line_end != end_;
       if constexpr (Isa::kShortTokens) {
-        // Short tokens on average (np.savetxt's '%.8g' and the like) and room to load 16 bytes
-        // at any token: whole tokens go through SIMD registers eight at a time.
-        if (re_ - line_end >= 16 && line_end - tok[0] <= 14 * static_cast<std::ptrdiff_t>(dim)) {
+        // Short tokens on average (np.savetxt's '%.8g' and the like).
+        if (broken && re_ - line_end >= 16 &&
+            line_end - tok[0] <= 14 * static_cast<std::ptrdiff_t>(dim)) {
           return ShortRow(p, tok, line_end, key, key_len);
         }
       }
       if constexpr (Isa::kSciTokens) {
-        if (!sci_misses_ && re_ - line_end >= 64 && dim >= 8) {
+        if (broken && !sci_misses_ && re_ - line_end >= 64 && dim >= 8) {
           const char* r = SciRow(p, tok, line_end, key, key_len);
           if (r != nullptr) return r;
         }
@@ -525,7 +528,7 @@ class ChunkParser {
     const std::uint32_t dim = p_.dim;
     std::uint32_t j = 0;
     for (; j + 8 <= dim; j += 8) {
-      const std::uint32_t done = Isa::ScanEncodeShort8(tok + j, line_end, values + j);
+      const std::uint32_t done = Isa::ScanEncodeShort8(tok + j, values + j);
       for (std::uint32_t left = ~done & 0xffu; left != 0; left &= left - 1) {
         const std::uint32_t k = j + static_cast<std::uint32_t>(__builtin_ctz(left));
         if (!ScanEncodeOne(tok[k], line_end, values + k)) return Decline(p);
@@ -549,7 +552,7 @@ class ChunkParser {
     std::uint32_t j = 0;
     for (; j + 8 <= dim; j += 8) {
       std::uint32_t inf = 0;
-      const std::uint32_t done = Isa::ScanEncodeSci8(tok + j, line_end, values + j, &inf);
+      const std::uint32_t done = Isa::ScanEncodeSci8(tok + j, values + j, &inf);
       if (done == 0 && j == 0) {
         sci_misses_ = true;
         TruncateRows(out_, out_->rows, row_bytes_);

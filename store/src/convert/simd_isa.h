@@ -138,11 +138,9 @@ struct SciShape {
   std::int32_t q;         // decimal exponent of the whole significand
 };
 
-[[gnu::always_inline]] inline SciShape CheckSciShape(const char* s, const char* line_end, std::uint64_t d,
+[[gnu::always_inline]] inline SciShape CheckSciShape(const char* s, std::uint64_t d,
                               std::uint64_t pt, std::uint64_t e, std::uint64_t sn,
                               std::uint64_t stop) {
-  const std::ptrdiff_t room = line_end - s;  // the row ends here, whatever follows
-  if (room < 32) stop |= std::uint64_t{1} << room;
   const auto len = static_cast<std::uint32_t>(_tzcnt_u64(stop));  // <= 32
   const auto lead = static_cast<std::uint32_t>(sn & 1);            // a sign before the digits
   const auto nf = static_cast<std::uint32_t>(_tzcnt_u64(~(d >> (lead + 2))));
