@@ -44,6 +44,12 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
     const __m256i idx = _mm256_sub_epi32(q, _mm256_set1_epi32(kApproxPow10Min));
     const __m512d pow10 =
         _mm512_mask_i32gather_pd(_mm512_setzero_pd(), in_table, idx, kApproxPow10, 8);
+    return EncodeStore8(w, pow10, static_cast<__mmask8>(eligible & in_table), negative, out, inf);
+  }
+
+  // The same with the eight powers of ten given (10^q as kApproxPow10 holds them).
+  static __mmask8 EncodeStore8(__m512i w, __m512d pow10, __mmask8 eligible, __mmask8 negative,
+                               std::uint32_t* out, __mmask8* inf) {
     const __m512d d = _mm512_mul_pd(_mm512_cvtepu64_pd(w), pow10);
     const __m512i db = _mm512_castpd_si512(d);
     const __m512i rem = _mm512_and_si512(db, _mm512_set1_epi64(0x1fffffff));
@@ -53,7 +59,7 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
     const __mmask8 away = _mm512_cmpgt_epu64_mask(
         _mm512_add_epi64(rem, _mm512_set1_epi64(8 - 0x10000000)), _mm512_set1_epi64(16));
     const __mmask8 zero = _mm512_cmpeq_epi64_mask(w, _mm512_setzero_si512());
-    const __mmask8 done = eligible & ((in_table & normal & away) | zero);
+    const __mmask8 done = eligible & ((normal & away) | zero);
     const __m256i bits = _mm256_castps_si256(_mm512_cvtpd_ps(d));
     _mm256_mask_storeu_epi32(
         out, done,
@@ -168,10 +174,20 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
     const __m256i nf = _mm256_setr_epi32(frac_digits[0], frac_digits[1], frac_digits[2],
                                          frac_digits[3], frac_digits[4], frac_digits[5],
                                          frac_digits[6], frac_digits[7]);
+    // 10^-nf for nf in 0..15: one two-register permute instead of a gather.
+    const __m512d p10_lo = _mm512_loadu_pd(kApproxPow10 - kApproxPow10Min - 7);  // 10^-7..10^0
+    const __m512d p10_hi = _mm512_loadu_pd(kApproxPow10 - kApproxPow10Min - 15);  // 10^-15..10^-8
+    // Index i < 8 picks p10_lo[i], 8 + i picks p10_hi[i]: 10^-nf is p10_lo[7 - nf] for nf <= 7,
+    // p10_hi[15 - nf] for nf >= 8.
+    const __m512i pick = _mm512_cvtepi32_epi64(_mm256_sub_epi32(
+        _mm256_add_epi32(_mm256_set1_epi32(7),
+                         _mm256_and_si256(_mm256_cmpgt_epi32(nf, _mm256_set1_epi32(7)),
+                                          _mm256_set1_epi32(16))),
+        nf));
+    const __m512d pow10 = _mm512_permutex2var_pd(p10_lo, pick, p10_hi);
     __mmask8 inf;  // never: these values are below 10^16
-    const __mmask8 done =
-        EncodeStore8(w, _mm256_sub_epi32(_mm256_setzero_si256(), nf), static_cast<__mmask8>(good),
-                     static_cast<__mmask8>(negative), out, &inf);
+    const __mmask8 done = EncodeStore8(w, pow10, static_cast<__mmask8>(good),
+                                       static_cast<__mmask8>(negative), out, &inf);
     return done;
   }
 
