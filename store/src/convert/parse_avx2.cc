@@ -17,6 +17,23 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
   static constexpr bool kBatchF32 = true;
   static constexpr std::uint32_t kBatch = 4;
 
+  // The 16 bytes at a and at b, one per 128-bit lane.
+  static __m256i Load2x16(const char* a, const char* b) {
+    return _mm256_inserti128_si256(
+        _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(a))),
+        _mm_loadu_si128(reinterpret_cast<const __m128i*>(b)), 1);
+  }
+
+  // Avx512Isa::Digits16x4, two lanes.
+  static __m256i Digits16x2(__m256i digits) {
+    __m256i x = _mm256_maddubs_epi16(digits, _mm256_set1_epi16(0x010a));
+    x = _mm256_madd_epi16(x, _mm256_set1_epi32(0x00010064));
+    x = _mm256_packus_epi32(x, x);
+    x = _mm256_madd_epi16(x, _mm256_set1_epi32(0x00012710));
+    return _mm256_add_epi64(_mm256_mul_epu32(x, _mm256_set1_epi64x(100000000)),
+                            _mm256_srli_epi64(x, 32));
+  }
+
   // Exact doubles of unsigned 32-bit lanes held in 64-bit lanes: x | bits(2^52) is the double
   // 2^52 + x, so subtracting 2^52 leaves x.
   static __m256d U32ToDouble(__m256i x) {
@@ -105,9 +122,7 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
 #pragma GCC unroll 2
     for (int g = 0; g < 2; ++g) {
       const char* const* t = tok + 2 * g;
-      const __m256i v = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t[0]))),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[1])), 1);
+      const __m256i v = Load2x16(t[0], t[1]);
       const __m256i raw = _mm256_sub_epi8(v, _mm256_set1_epi8('0'));
       // Unsigned raw <= 9: the digits.
       const __m256i is_digit = _mm256_cmpeq_epi8(_mm256_min_epu8(raw, _mm256_set1_epi8(9)), raw);
@@ -125,23 +140,15 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
 #pragma GCC unroll 2
       for (int i = 0; i < 2; ++i) {
         const int k = 2 * g + i;
-        const char* s = t[i];
-        const std::uint32_t d = (dg >> (16 * i)) & 0xffffu;
-        const std::uint32_t pt = (dot >> (16 * i)) & 0xffffu;
-        std::uint32_t stop = ((end >> (16 * i)) & 0xffffu) | 0x10000u;
-        const std::uint32_t len = _tzcnt_u32(stop);
-        const std::uint32_t body = (1u << len) - 1;
-        const std::uint32_t sign = static_cast<std::uint32_t>((s[0] == '-') | (s[0] == '+'));
-        const std::uint32_t dm = d & body;
-        const std::uint32_t pm = pt & body;
-        const bool ok = len < 16 && (dm | pm | sign) == body && dm != 0 && (pm & (pm - 1)) == 0;
-        frac_digits[k] = __builtin_popcount(dm & ~(2 * pm - 1));
-        const std::uint32_t shift = 16 - len;
-        const std::uint32_t split = pm != 0 ? _tzcnt_u32(pm) + 1 + shift : 0;
+        std::uint32_t shift;
+        std::uint32_t split;
+        const bool ok = CheckShortToken(t[i], (dg >> (16 * i)) & 0xffffu,
+                                        (dot >> (16 * i)) & 0xffffu, (end >> (16 * i)) & 0xffffu,
+                                        &frac_digits[k], &shift, &split);
         shifts |= static_cast<std::uint64_t>(shift & 0xff) << (8 * i);
         splits |= static_cast<std::uint64_t>(split & 0xff) << (8 * i);
         good[k] = ok ? ~std::uint64_t{0} : 0;
-        negative[k] = s[0] == '-' ? 0x80000000u : 0u;
+        negative[k] = t[i][0] == '-' ? 0x80000000u : 0u;
       }
       const __m256i packed = _mm256_broadcastsi128_si256(
           _mm_cvtsi64_si128(static_cast<long long>(shifts | (splits << 32))));
@@ -150,13 +157,7 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
       __m256i index = _mm256_sub_epi8(iota, shift_v);
       // One further left where iota < split (both below 128: a signed compare is right).
       index = _mm256_add_epi8(index, _mm256_cmpgt_epi8(split_v, iota));
-      const __m256i lanes = _mm256_shuffle_epi8(digits, index);
-      __m256i x = _mm256_maddubs_epi16(lanes, _mm256_set1_epi16(0x010a));
-      x = _mm256_madd_epi16(x, _mm256_set1_epi32(0x00010064));
-      x = _mm256_packus_epi32(x, x);
-      x = _mm256_madd_epi16(x, _mm256_set1_epi32(0x00012710));
-      w2[g] = _mm256_add_epi64(_mm256_mul_epu32(x, _mm256_set1_epi64x(100000000)),
-                               _mm256_srli_epi64(x, 32));
+      w2[g] = Digits16x2(_mm256_shuffle_epi8(digits, index));
     }
     // Qwords 0 and 2 of each group are the four significands.
     const __m256i w = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(w2[0], w2[1]), 0xd8);
@@ -220,16 +221,8 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
     __m256i lo2[2];
 #pragma GCC unroll 2
     for (int g = 0; g < 2; ++g) {
-      const __m256i v = _mm256_inserti128_si256(
-          _mm256_castsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(tail[2 * g]))),
-          _mm_loadu_si128(reinterpret_cast<const __m128i*>(tail[2 * g + 1])), 1);
-      __m256i x = _mm256_maddubs_epi16(_mm256_sub_epi8(v, _mm256_set1_epi8('0')),
-                                       _mm256_set1_epi16(0x010a));
-      x = _mm256_madd_epi16(x, _mm256_set1_epi32(0x00010064));
-      x = _mm256_packus_epi32(x, x);
-      x = _mm256_madd_epi16(x, _mm256_set1_epi32(0x00012710));
-      lo2[g] = _mm256_add_epi64(_mm256_mul_epu32(x, _mm256_set1_epi64x(100000000)),
-                                _mm256_srli_epi64(x, 32));
+      lo2[g] = Digits16x2(
+          _mm256_sub_epi8(Load2x16(tail[2 * g], tail[2 * g + 1]), _mm256_set1_epi8('0')));
     }
     const __m256i lo = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(lo2[0], lo2[1]), 0xd8);
     // w = head (already times 10^16) + the last 16 digits.

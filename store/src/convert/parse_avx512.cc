@@ -32,6 +32,26 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
   static constexpr bool kBatchF32 = true;
   static constexpr std::uint32_t kBatch = 8;
 
+  // The 16 bytes at p[0..4), one per 128-bit lane.
+  static __m512i Load4x16(const char* const* p) {
+    __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p[0])));
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[1])), 1);
+    v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[2])), 2);
+    return _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(p[3])), 3);
+  }
+
+  // Digits16 per 128-bit lane of digit values 0..9 (the 16-digit number, first digit in byte
+  // 0): pairs, fours, eights (multiply-adds), then the two eights; the value lands in each
+  // lane's qword 0 (and 1).
+  static __m512i Digits16x4(__m512i digits) {
+    __m512i x = _mm512_maddubs_epi16(digits, _mm512_set1_epi16(0x010a));
+    x = _mm512_madd_epi16(x, _mm512_set1_epi32(0x00010064));
+    x = _mm512_packus_epi32(x, x);
+    x = _mm512_madd_epi16(x, _mm512_set1_epi32(0x00012710));
+    return _mm512_add_epi64(_mm512_mul_epu32(x, _mm512_set1_epi64(100000000)),
+                            _mm512_srli_epi64(x, 32));
+  }
+
   // FastF32's rule on eight lanes: w * 10^q (q as int32) as the approximate double, rounded to
   // binary32 where that is provably right (w = 0 included) and the lane is `eligible`; those
   // lanes are stored, with the sign bit from `negative`, and returned; *inf marks the ones that
@@ -109,10 +129,7 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
 #pragma GCC unroll 2
     for (int g = 0; g < 2; ++g) {
       const char* const* t = tok + 4 * g;
-      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t[0])));
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[1])), 1);
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[2])), 2);
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[3])), 3);
+      const __m512i v = Load4x16(t);
       const __m512i raw = _mm512_sub_epi8(v, _mm512_set1_epi8('0'));
       const std::uint64_t dg = _mm512_cmplt_epu8_mask(raw, _mm512_set1_epi8(10));
       // Digit values, zero in every other byte (so the shuffle may pick signs and points).
@@ -122,31 +139,22 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
                                 _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\t')) |
                                 _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\n')) |
                                 _mm512_cmpeq_epi8_mask(v, _mm512_set1_epi8('\r'));
-      // Per token, byte i of `shifts`: 16 - its length; byte i of `splits`: the first byte of
-      // the lane whose source is past the point (0: no point).
+      // Byte i of `shifts` and of `splits`: token i's (CheckShortToken).
       std::uint64_t shifts = 0;
       std::uint64_t splits = 0;
 #pragma GCC unroll 4
       for (int i = 0; i < 4; ++i) {
         const int k = 4 * g + i;
-        const char* s = t[i];
-        const auto d = static_cast<std::uint32_t>(dg >> (16 * i)) & 0xffffu;
-        const auto pt = static_cast<std::uint32_t>(dot >> (16 * i)) & 0xffffu;
-        std::uint32_t stop = (static_cast<std::uint32_t>(end >> (16 * i)) & 0xffffu) | 0x10000u;
-        const std::uint32_t len = _tzcnt_u32(stop);
-        const std::uint32_t body = (1u << len) - 1;
-        const std::uint32_t sign = static_cast<std::uint32_t>((s[0] == '-') | (s[0] == '+'));
-        const std::uint32_t dm = d & body;
-        const std::uint32_t pm = pt & body;
-        const bool ok = len < 16 && (dm | pm | sign) == body && dm != 0 && (pm & (pm - 1)) == 0;
-        // Digits after the point: above its bit (none when there is no point).
-        frac_digits[k] = __builtin_popcount(dm & ~(2 * pm - 1));
-        const std::uint32_t shift = 16 - len;
-        const std::uint32_t split = pm != 0 ? _tzcnt_u32(pm) + 1 + shift : 0;
+        std::uint32_t shift;
+        std::uint32_t split;
+        const bool ok = CheckShortToken(
+            t[i], static_cast<std::uint32_t>(dg >> (16 * i)) & 0xffffu,
+            static_cast<std::uint32_t>(dot >> (16 * i)) & 0xffffu,
+            static_cast<std::uint32_t>(end >> (16 * i)) & 0xffffu, &frac_digits[k], &shift, &split);
         shifts |= static_cast<std::uint64_t>(shift & 0xff) << (8 * i);
         splits |= static_cast<std::uint64_t>(split & 0xff) << (8 * i);
         good |= static_cast<std::uint32_t>(ok) << k;
-        negative |= static_cast<std::uint32_t>(s[0] == '-') << k;
+        negative |= static_cast<std::uint32_t>(t[i][0] == '-') << k;
       }
       // Byte j of a lane takes token byte j - shift, one further left where that is at or
       // before the point; below the token's first byte the index is negative and the shuffle
@@ -158,15 +166,7 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
       __m512i index = _mm512_sub_epi8(iota, shift_v);
       index = _mm512_mask_sub_epi8(index, _mm512_cmplt_epu8_mask(iota, split_v), index,
                                    _mm512_set1_epi8(1));
-      const __m512i lanes = _mm512_shuffle_epi8(digits, index);
-      // Digits16 per lane: pairs, fours, eights; each lane's qword 0 then holds the first
-      // eight digits' value in its low half and the last eight's in its high half.
-      __m512i x = _mm512_maddubs_epi16(lanes, _mm512_set1_epi16(0x010a));
-      x = _mm512_madd_epi16(x, _mm512_set1_epi32(0x00010064));
-      x = _mm512_packus_epi32(x, x);
-      x = _mm512_madd_epi16(x, _mm512_set1_epi32(0x00012710));
-      w4[g] = _mm512_add_epi64(_mm512_mul_epu32(x, _mm512_set1_epi64(100000000)),
-                               _mm512_srli_epi64(x, 32));
+      w4[g] = Digits16x4(_mm512_shuffle_epi8(digits, index));
     }
     // Qwords 0, 2, 4, 6 of each group are the eight significands.
     const __m512i w = _mm512_permutex2var_epi64(
@@ -241,18 +241,7 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
     __m512i lo4[2];
 #pragma GCC unroll 2
     for (int g = 0; g < 2; ++g) {
-      const char* const* t = tail + 4 * g;
-      __m512i v = _mm512_castsi128_si512(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t[0])));
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[1])), 1);
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[2])), 2);
-      v = _mm512_inserti32x4(v, _mm_loadu_si128(reinterpret_cast<const __m128i*>(t[3])), 3);
-      __m512i x = _mm512_maddubs_epi16(_mm512_sub_epi8(v, _mm512_set1_epi8('0')),
-                                       _mm512_set1_epi16(0x010a));
-      x = _mm512_madd_epi16(x, _mm512_set1_epi32(0x00010064));
-      x = _mm512_packus_epi32(x, x);
-      x = _mm512_madd_epi16(x, _mm512_set1_epi32(0x00012710));
-      lo4[g] = _mm512_add_epi64(_mm512_mul_epu32(x, _mm512_set1_epi64(100000000)),
-                                _mm512_srli_epi64(x, 32));
+      lo4[g] = Digits16x4(_mm512_sub_epi8(Load4x16(tail + 4 * g), _mm512_set1_epi8('0')));
     }
     const __m512i lo = _mm512_permutex2var_epi64(
         lo4[0], _mm512_setr_epi64(0, 2, 4, 6, 8, 10, 12, 14), lo4[1]);

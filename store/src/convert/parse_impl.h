@@ -524,22 +524,11 @@ class ChunkParser {
   // once where they have the plain shape; the others, and the last dim % 8, one at a time.
   const char* ShortRow(const char* p, const char* const* tok, const char* line_end,
                        const char* key, std::size_t key_len) {
-    auto* const values = reinterpret_cast<std::uint32_t*>(AppendRow(out_, row_bytes_));
-    const std::uint32_t dim = p_.dim;
-    std::uint32_t j = 0;
-    for (; j + 8 <= dim; j += 8) {
-      const std::uint32_t done = Isa::ScanEncodeShort8(tok + j, values + j);
-      for (std::uint32_t left = ~done & 0xffu; left != 0; left &= left - 1) {
-        const std::uint32_t k = j + static_cast<std::uint32_t>(__builtin_ctz(left));
-        if (!ScanEncodeOne(tok[k], line_end, values + k)) return Decline(p);
-      }
-    }
-    for (; j < dim; ++j) {
-      if (!ScanEncodeOne(tok[j], line_end, values + j)) return Decline(p);
-    }
-    ++out_->rows;
-    if (keyed_) PushKey(out_, key, key_len, static_cast<std::uint32_t>(line_));
-    return line_end;
+    return EightAtATimeRow(p, tok, line_end, key, key_len, false,
+                           [](const char* const* t, std::uint32_t* out, std::uint32_t* inf) {
+                             *inf = 0;  // never: short tokens are below 10^16
+                             return Isa::ScanEncodeShort8(t, out);
+                           });
   }
 
   // FastRow for rows of scientific-notation tokens: Isa::ScanEncodeSci8 eight at a time, the
@@ -547,14 +536,24 @@ class ChunkParser {
   // and nullptr returned (the caller takes the general passes), and this chunk stops trying.
   const char* SciRow(const char* p, const char* const* tok, const char* line_end,
                      const char* key, std::size_t key_len) {
+    const char* r = EightAtATimeRow(p, tok, line_end, key, key_len, true, &Isa::ScanEncodeSci8);
+    if (r == nullptr) sci_misses_ = true;
+    return r;
+  }
+
+  // The row loop of ShortRow and SciRow: scan8(tokens, out, &inf) handles eight tokens and
+  // returns the mask of those done; the rest go one at a time. Returns the row's end, p when it
+  // is declined, or nullptr (row undone) when `give_up` and the first eight had none done.
+  template <class Scan8>
+  const char* EightAtATimeRow(const char* p, const char* const* tok, const char* line_end,
+                              const char* key, std::size_t key_len, bool give_up, Scan8 scan8) {
     auto* const values = reinterpret_cast<std::uint32_t*>(AppendRow(out_, row_bytes_));
     const std::uint32_t dim = p_.dim;
     std::uint32_t j = 0;
     for (; j + 8 <= dim; j += 8) {
       std::uint32_t inf = 0;
-      const std::uint32_t done = Isa::ScanEncodeSci8(tok + j, values + j, &inf);
-      if (done == 0 && j == 0) {
-        sci_misses_ = true;
+      const std::uint32_t done = scan8(tok + j, values + j, &inf);
+      if (give_up && done == 0 && j == 0) {
         TruncateRows(out_, out_->rows, row_bytes_);
         return nullptr;
       }

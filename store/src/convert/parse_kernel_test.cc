@@ -173,6 +173,18 @@ TEST_P(KernelVsScalar, AgreesOnRandomBytes) {
   }
 }
 
+// The f32 values of `r` equal glibc strtof() on `tokens`, bit for bit.
+void ExpectStrtofBits(const ChunkResult& r, const std::vector<std::string>& tokens) {
+  ASSERT_EQ(r.values.size(), tokens.size() * 4);
+  for (std::size_t i = 0; i < tokens.size(); ++i) {
+    const float want = std::strtof(tokens[i].c_str(), nullptr);
+    std::uint32_t got_bits, want_bits;
+    std::memcpy(&got_bits, r.values.data() + 4 * i, 4);
+    std::memcpy(&want_bits, &want, 4);
+    ASSERT_EQ(got_bits, want_bits) << tokens[i];
+  }
+}
+
 // Tokens that stress the fast encoders' error bounds: halfway points between neighbouring
 // binary32 values (exact and printed a hair above or below), 19-digit significands above 2^63,
 // the overflow and subnormal boundaries, zeros; in rows long enough for the batch encoders.
@@ -240,14 +252,8 @@ TEST_P(KernelVsScalar, AgreesOnHardRoundingCasesInLongRows) {
     if (HasFatalFailure()) return;
     if (a.error.kind != ErrorKind::kNone) continue;  // an overflow, reported the same way
     // And both equal glibc's strtof, value by value.
-    ASSERT_EQ(a.values.size(), tokens.size() * 4);
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const float want = std::strtof(tokens[i].c_str(), nullptr);
-      std::uint32_t got_bits, want_bits;
-      std::memcpy(&got_bits, a.values.data() + 4 * i, 4);
-      std::memcpy(&want_bits, &want, 4);
-      ASSERT_EQ(got_bits, want_bits) << tokens[i];
-    }
+    ExpectStrtofBits(a, tokens);
+    if (HasFatalFailure()) return;
   }
 }
 
@@ -365,14 +371,8 @@ void CheckRowsOf(const Kernel& simd, TokenFn token, std::uint32_t max_dim, int i
     ExpectSame(a, b, text);
     if (::testing::Test::HasFatalFailure()) return;
     if (a.error.kind != ErrorKind::kNone) continue;
-    ASSERT_EQ(a.values.size(), tokens.size() * 4);
-    for (std::size_t i = 0; i < tokens.size(); ++i) {
-      const float want = std::strtof(tokens[i].c_str(), nullptr);
-      std::uint32_t got_bits, want_bits;
-      std::memcpy(&got_bits, a.values.data() + 4 * i, 4);
-      std::memcpy(&want_bits, &want, 4);
-      ASSERT_EQ(got_bits, want_bits) << tokens[i];
-    }
+    ExpectStrtofBits(a, tokens);
+    if (::testing::Test::HasFatalFailure()) return;
   }
 }
 

@@ -122,10 +122,30 @@ struct SimdIsa {
   }
 };
 
-// The per-token half of the kernels' scientific-notation paths (parse_avx2.cc,
+// The per-token halves of the kernels' eight-token paths (parse_avx2.cc,
 // parse_avx512.cc): plain bit operations on one token's byte-class masks, the same for every
-// instruction set. (The short-token paths keep theirs inline: through a shared function, GCC 12
-// made them 10-20% slower.)
+// instruction set.
+
+// A short token: [+-]digits[.digits] followed by a blank or line break within 16 bytes. The
+// masks cover the 16 bytes at s: d digits, pt points, end blanks and line breaks. Returns
+// whether s has that shape, and sets its fraction digits and the two bytes that define its
+// byte shuffle: *shift = 16 - its length (the offset that right-aligns it), *split = the first
+// shuffle byte whose source is past the point (0: no point).
+[[gnu::always_inline]] inline bool CheckShortToken(const char* s, std::uint32_t d,
+                                                   std::uint32_t pt, std::uint32_t end,
+                                                   std::int32_t* frac_digits,
+                                                   std::uint32_t* shift, std::uint32_t* split) {
+  const std::uint32_t len = _tzcnt_u32(end | 0x10000u);
+  const std::uint32_t body = (1u << len) - 1;
+  const auto sign = static_cast<std::uint32_t>((s[0] == '-') | (s[0] == '+'));
+  const std::uint32_t dm = d & body;
+  const std::uint32_t pm = pt & body;
+  // Digits after the point: above its bit (none when there is no point).
+  *frac_digits = __builtin_popcount(dm & ~(2 * pm - 1));
+  *shift = 16 - len;
+  *split = pm != 0 ? _tzcnt_u32(pm) + 1 + *shift : 0;
+  return len < 16 && (dm | pm | sign) == body && dm != 0 && (pm & (pm - 1)) == 0;
+}
 
 // A scientific-notation token: [+-]D.D{16,18}[eE][+-]D{1,3}, ending within 32 bytes. Masks
 // cover the 32 bytes at s: d digits, pt points, e 'e' or 'E', sn signs, stop blanks and line
