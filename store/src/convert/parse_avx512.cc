@@ -20,9 +20,10 @@ std::uint32_t ToMask<xsimd::avx2, std::uint32_t>(
 }
 
 // GCC 12's AVX-512 intrinsics pass _mm512_undefined_*() as the unused merge source, which
-// -Wmaybe-uninitialized misreports once inlined.
+// -Wuninitialized and -Wmaybe-uninitialized misreport once inlined (which one depends on -O).
 #if defined(__GNUC__) && !defined(__clang__)
 #pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #endif
 
