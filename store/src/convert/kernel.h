@@ -30,9 +30,9 @@ enum class Layout : std::uint8_t {
 
 struct ParseParams {
   Layout layout = Layout::kMatrix;
-  char delimiter = 0;            // 0: runs of spaces and tabs
-  std::string_view comments;     // empty: no comments
-  std::uint32_t dim = 0;         // values per row, > 0
+  char delimiter = 0;         // 0: runs of spaces and tabs
+  std::string_view comments;  // empty: no comments
+  std::uint32_t dim = 0;      // values per row, > 0
   DType dtype = DType::kF32;
   bool overflow_is_error = true;
 };
@@ -50,9 +50,9 @@ enum class ErrorKind : std::uint8_t {
 
 struct ChunkError {
   ErrorKind kind = ErrorKind::kNone;
-  std::uint64_t line = 0;        // 0-based line within the chunk
-  std::size_t line_begin = 0;    // chunk offset of that line's first byte
-  std::size_t offset = 0;        // chunk offset of the offending text
+  std::uint64_t line = 0;      // 0-based line within the chunk
+  std::size_t line_begin = 0;  // chunk offset of that line's first byte
+  std::size_t offset = 0;      // chunk offset of the offending text
   std::size_t length = 0;
   std::uint64_t found = 0;
 };
@@ -82,10 +82,10 @@ struct ChunkResult {
   // rows * dim values in the target dtype, little-endian
   std::vector<std::byte, UninitializedAllocator<std::byte>> values;
   std::uint64_t rows = 0;
-  std::uint64_t lines = 0;             // line breaks consumed
-  std::string keys;                    // keyed layout: the keys, concatenated
-  std::vector<std::uint32_t> key_ends; // end offset in `keys` of each row's key
-  std::vector<std::uint32_t> row_line; // keyed layout: 0-based chunk line of each row
+  std::uint64_t lines = 0;              // line breaks consumed
+  std::string keys;                     // keyed layout: the keys, concatenated
+  std::vector<std::uint32_t> key_ends;  // end offset in `keys` of each row's key
+  std::vector<std::uint32_t> row_line;  // keyed layout: 0-based chunk line of each row
   ChunkError error;
 
   void Clear() {
@@ -108,8 +108,7 @@ struct ChunkText {
   const char* readable_end;
 };
 
-using ParseChunkFn = void (*)(const ChunkText& text, const ParseParams& params,
-                              ChunkResult* out);
+using ParseChunkFn = void (*)(const ChunkText& text, const ParseParams& params, ChunkResult* out);
 
 struct Kernel {
   const char* name;

@@ -3,7 +3,6 @@
 #include <cstdlib>
 #include <string_view>
 
-
 namespace embstore::store::convert {
 
 std::byte* AppendRow(ChunkResult* out, std::size_t bytes) {

@@ -55,8 +55,8 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
         _mm_andnot_si128(_mm_cmplt_epi32(q, _mm_set1_epi32(kApproxPow10Min)),
                          _mm_cmpgt_epi32(_mm_set1_epi32(kApproxPow10Max + 1), q));
     const __m256i in_table = _mm256_cvtepi32_epi64(in_table32);
-    const __m128i idx = _mm_and_si128(_mm_sub_epi32(q, _mm_set1_epi32(kApproxPow10Min)),
-                                      in_table32);
+    const __m128i idx =
+        _mm_and_si128(_mm_sub_epi32(q, _mm_set1_epi32(kApproxPow10Min)), in_table32);
     const __m256d pow10 = _mm256_mask_i32gather_pd(_mm256_setzero_pd(), kApproxPow10, idx,
                                                    _mm256_castsi256_pd(in_table), 8);
     const __m256d d = _mm256_mul_pd(wd, pow10);
@@ -100,24 +100,26 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
 
   // Avx512Isa::ScanEncodeShort8 with two tokens per register (one per 128-bit lane), as two
   // groups of four.
-  static std::uint32_t ScanEncodeShort8(const char* const* tok,
-                                        std::uint32_t* out) {
-    std::uint32_t inf;  // never: these values are below 10^16
-    return ScanEncodeShort4(tok, out, &inf) |
-           (ScanEncodeShort4(tok + 4, out + 4, &inf) << 4);
+  // (Binary32 only: kSmallTypes is false.)
+  static std::uint32_t ScanEncodeShort8(const char* const* tok, DType /*dtype*/, std::byte* dst,
+                                        std::uint32_t* inf) {
+    auto* const out = reinterpret_cast<std::uint32_t*>(dst);
+    *inf = 0;  // never: these values are below 10^16
+    std::uint32_t unused;
+    return ScanEncodeShort4(tok, out, &unused) | (ScanEncodeShort4(tok + 4, out + 4, &unused) << 4);
   }
 
-  static std::uint32_t ScanEncodeShort4(const char* const* tok,
-                                        std::uint32_t* out, std::uint32_t* inf) {
+  static std::uint32_t ScanEncodeShort4(const char* const* tok, std::uint32_t* out,
+                                        std::uint32_t* inf) {
     std::int32_t frac_digits[4];
     std::uint64_t good[4];      // all ones where the token has the shape
     std::uint32_t negative[4];  // sign bits
     __m256i w2[2];
-    const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
-                                          0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    const __m256i iota = _mm256_setr_epi8(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 0,
+                                          1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
     // The byte of a packed qword (copied to both lanes) each lane reads: its shift, its split.
-    const __m256i lane_shift = _mm256_setr_epi32(0, 0, 0, 0, 0x01010101, 0x01010101, 0x01010101,
-                                                 0x01010101);
+    const __m256i lane_shift =
+        _mm256_setr_epi32(0, 0, 0, 0, 0x01010101, 0x01010101, 0x01010101, 0x01010101);
     const __m256i lane_split = _mm256_add_epi8(lane_shift, _mm256_set1_epi8(4));
 #pragma GCC unroll 2
     for (int g = 0; g < 2; ++g) {
@@ -130,11 +132,11 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
       const auto dg = static_cast<std::uint32_t>(_mm256_movemask_epi8(is_digit));
       const auto dot = static_cast<std::uint32_t>(
           _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('.'))));
-      const auto end = static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(
-          _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(' ')),
-                          _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\t'))),
-          _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\n')),
-                          _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\r'))))));
+      const auto end = static_cast<std::uint32_t>(_mm256_movemask_epi8(
+          _mm256_or_si256(_mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(' ')),
+                                          _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\t'))),
+                          _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('\n')),
+                                          _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\r'))))));
       std::uint64_t shifts = 0;
       std::uint64_t splits = 0;
 #pragma GCC unroll 2
@@ -142,9 +144,9 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
         const int k = 2 * g + i;
         std::uint32_t shift;
         std::uint32_t split;
-        const bool ok = CheckShortToken(t[i], (dg >> (16 * i)) & 0xffffu,
-                                        (dot >> (16 * i)) & 0xffffu, (end >> (16 * i)) & 0xffffu,
-                                        &frac_digits[k], &shift, &split);
+        const bool ok =
+            CheckShortToken(t[i], (dg >> (16 * i)) & 0xffffu, (dot >> (16 * i)) & 0xffffu,
+                            (end >> (16 * i)) & 0xffffu, &frac_digits[k], &shift, &split);
         shifts |= static_cast<std::uint64_t>(shift & 0xff) << (8 * i);
         splits |= static_cast<std::uint64_t>(split & 0xff) << (8 * i);
         good[k] = ok ? ~std::uint64_t{0} : 0;
@@ -161,31 +163,33 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
     }
     // Qwords 0 and 2 of each group are the four significands.
     const __m256i w = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(w2[0], w2[1]), 0xd8);
-    const __m128i nf = _mm_setr_epi32(frac_digits[0], frac_digits[1], frac_digits[2],
-                                      frac_digits[3]);
-    const __m256i eligible = _mm256_setr_epi64x(
-        static_cast<long long>(good[0]), static_cast<long long>(good[1]),
-        static_cast<long long>(good[2]), static_cast<long long>(good[3]));
-    const __m128i sign = _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),
-                                        static_cast<int>(negative[2]), static_cast<int>(negative[3]));
+    const __m128i nf =
+        _mm_setr_epi32(frac_digits[0], frac_digits[1], frac_digits[2], frac_digits[3]);
+    const __m256i eligible =
+        _mm256_setr_epi64x(static_cast<long long>(good[0]), static_cast<long long>(good[1]),
+                           static_cast<long long>(good[2]), static_cast<long long>(good[3]));
+    const __m128i sign =
+        _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),
+                       static_cast<int>(negative[2]), static_cast<int>(negative[3]));
     return EncodeStore4(w, _mm_sub_epi32(_mm_setzero_si128(), nf), eligible, sign, out, inf);
   }
 
   static constexpr bool kSciTokens = true;
 
   // Avx512Isa::ScanEncodeSci8 with one token per register, as two groups of four.
-  static std::uint32_t ScanEncodeSci8(const char* const* tok,
-                                      std::uint32_t* out, std::uint32_t* inf) {
+  static std::uint32_t ScanEncodeSci8(const char* const* tok, DType /*dtype*/, std::byte* dst,
+                                      std::uint32_t* inf) {
+    auto* const out = reinterpret_cast<std::uint32_t*>(dst);
     std::uint32_t inf_lo;
     std::uint32_t inf_hi;
-    const std::uint32_t done = ScanEncodeSci4(tok, out, &inf_lo) |
-                               (ScanEncodeSci4(tok + 4, out + 4, &inf_hi) << 4);
+    const std::uint32_t done =
+        ScanEncodeSci4(tok, out, &inf_lo) | (ScanEncodeSci4(tok + 4, out + 4, &inf_hi) << 4);
     *inf = inf_lo | (inf_hi << 4);
     return done;
   }
 
-  static std::uint32_t ScanEncodeSci4(const char* const* tok,
-                                      std::uint32_t* out, std::uint32_t* inf) {
+  static std::uint32_t ScanEncodeSci4(const char* const* tok, std::uint32_t* out,
+                                      std::uint32_t* inf) {
     std::uint64_t head[4];
     std::int32_t q[4];
     const char* tail[4];
@@ -202,9 +206,9 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
           _mm256_movemask_epi8(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('.'))));
       const std::uint64_t e = static_cast<std::uint32_t>(_mm256_movemask_epi8(
           _mm256_cmpeq_epi8(_mm256_or_si256(v, _mm256_set1_epi8(0x20)), _mm256_set1_epi8('e'))));
-      const std::uint64_t sn = static_cast<std::uint32_t>(_mm256_movemask_epi8(
-          _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('-')),
-                          _mm256_cmpeq_epi8(v, _mm256_set1_epi8('+')))));
+      const std::uint64_t sn = static_cast<std::uint32_t>(
+          _mm256_movemask_epi8(_mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8('-')),
+                                               _mm256_cmpeq_epi8(v, _mm256_set1_epi8('+')))));
       std::uint64_t stop = static_cast<std::uint32_t>(_mm256_movemask_epi8(_mm256_or_si256(
                                _mm256_or_si256(_mm256_cmpeq_epi8(v, _mm256_set1_epi8(' ')),
                                                _mm256_cmpeq_epi8(v, _mm256_set1_epi8('\t'))),
@@ -230,15 +234,13 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
         _mm256_setr_epi64x(static_cast<long long>(head[0]), static_cast<long long>(head[1]),
                            static_cast<long long>(head[2]), static_cast<long long>(head[3])),
         lo);
-    return EncodeStore4(w, _mm_setr_epi32(q[0], q[1], q[2], q[3]),
-                        _mm256_setr_epi64x(static_cast<long long>(good[0]),
-                                           static_cast<long long>(good[1]),
-                                           static_cast<long long>(good[2]),
-                                           static_cast<long long>(good[3])),
-                        _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),
-                                       static_cast<int>(negative[2]),
-                                       static_cast<int>(negative[3])),
-                        out, inf);
+    return EncodeStore4(
+        w, _mm_setr_epi32(q[0], q[1], q[2], q[3]),
+        _mm256_setr_epi64x(static_cast<long long>(good[0]), static_cast<long long>(good[1]),
+                           static_cast<long long>(good[2]), static_cast<long long>(good[3])),
+        _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),
+                       static_cast<int>(negative[2]), static_cast<int>(negative[3])),
+        out, inf);
   }
 };
 

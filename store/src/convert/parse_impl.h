@@ -21,23 +21,25 @@
 //   kBatchF32, kBatch          true when EncodeF32Batch exists: kBatch plain decimals to binary32
 //                              where the approximate product is provably right (FastF32's
 //                              rule); returns the mask of lanes written, *inf those that overflowed
-//   kShortTokens               true when ScanEncodeShort8(tok, out) exists: scans and encodes to
-//                              binary32 the eight tokens at tok[0..8) of a row that ends with a
-//                              line break, each where it is [+-]digits[.digits] followed by a
+//   kShortTokens               true when ScanEncodeShort8(tok, dtype, out, &inf) exists: scans
+//                              and encodes the eight tokens at tok[0..8) of a row that ends with
+//                              a line break, each where it is [+-]digits[.digits] followed by a
 //                              blank or line break within 16 bytes (16 bytes at each are
-//                              readable); returns the mask of tokens written to out[]
-//   kSciTokens                 true when ScanEncodeSci8(tok, out, &inf) exists: the same for
-//                              [+-]D.D{16,18}[eE][+-]D{1,3} within 32 bytes (64 bytes past the
-//                              line break are readable); *inf marks overflows
+//                              readable); returns the mask of values written to out (dtype
+//                              elements), *inf marks overflows
+//   kSciTokens                 true when ScanEncodeSci8(tok, dtype, out, &inf) exists: the same
+//                              for [+-]D.D{16,18}[eE][+-]D{1,3} within 32 bytes (64 bytes past
+//                              the line break are readable)
+//   kSmallTypes                true when those two also encode f16 and bf16 (else f32 only)
 //   Ctz(m), LowBits(k)         index of the lowest set bit (the width when m == 0); the mask of
 //                              the low k bits, 0 <= k <= the width
 #ifndef EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
 #define EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
 
+#include <fast_float/fast_float.h>
+
 #include <cstdint>
 #include <cstring>
-
-#include <fast_float/fast_float.h>
 
 #include "convert/kernel.h"
 #include "convert/kernel_common.h"
@@ -86,7 +88,17 @@ constexpr int kApproxPow10Max = 64;
 constexpr double kExactPow10[] = {1e0,  1e1,  1e2,  1e3,  1e4,  1e5,  1e6,  1e7,
                                   1e8,  1e9,  1e10, 1e11, 1e12, 1e13, 1e14, 1e15,
                                   1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22};
-constexpr double kApproxPow10[] = {1e-64, 1e-63, 1e-62, 1e-61, 1e-60, 1e-59, 1e-58, 1e-57, 1e-56, 1e-55, 1e-54, 1e-53, 1e-52, 1e-51, 1e-50, 1e-49, 1e-48, 1e-47, 1e-46, 1e-45, 1e-44, 1e-43, 1e-42, 1e-41, 1e-40, 1e-39, 1e-38, 1e-37, 1e-36, 1e-35, 1e-34, 1e-33, 1e-32, 1e-31, 1e-30, 1e-29, 1e-28, 1e-27, 1e-26, 1e-25, 1e-24, 1e-23, 1e-22, 1e-21, 1e-20, 1e-19, 1e-18, 1e-17, 1e-16, 1e-15, 1e-14, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27, 1e28, 1e29, 1e30, 1e31, 1e32, 1e33, 1e34, 1e35, 1e36, 1e37, 1e38, 1e39, 1e40, 1e41, 1e42, 1e43, 1e44, 1e45, 1e46, 1e47, 1e48, 1e49, 1e50, 1e51, 1e52, 1e53, 1e54, 1e55, 1e56, 1e57, 1e58, 1e59, 1e60, 1e61, 1e62, 1e63, 1e64};
+constexpr double kApproxPow10[] = {
+    1e-64, 1e-63, 1e-62, 1e-61, 1e-60, 1e-59, 1e-58, 1e-57, 1e-56, 1e-55, 1e-54, 1e-53, 1e-52,
+    1e-51, 1e-50, 1e-49, 1e-48, 1e-47, 1e-46, 1e-45, 1e-44, 1e-43, 1e-42, 1e-41, 1e-40, 1e-39,
+    1e-38, 1e-37, 1e-36, 1e-35, 1e-34, 1e-33, 1e-32, 1e-31, 1e-30, 1e-29, 1e-28, 1e-27, 1e-26,
+    1e-25, 1e-24, 1e-23, 1e-22, 1e-21, 1e-20, 1e-19, 1e-18, 1e-17, 1e-16, 1e-15, 1e-14, 1e-13,
+    1e-12, 1e-11, 1e-10, 1e-9,  1e-8,  1e-7,  1e-6,  1e-5,  1e-4,  1e-3,  1e-2,  1e-1,  1e0,
+    1e1,   1e2,   1e3,   1e4,   1e5,   1e6,   1e7,   1e8,   1e9,   1e10,  1e11,  1e12,  1e13,
+    1e14,  1e15,  1e16,  1e17,  1e18,  1e19,  1e20,  1e21,  1e22,  1e23,  1e24,  1e25,  1e26,
+    1e27,  1e28,  1e29,  1e30,  1e31,  1e32,  1e33,  1e34,  1e35,  1e36,  1e37,  1e38,  1e39,
+    1e40,  1e41,  1e42,  1e43,  1e44,  1e45,  1e46,  1e47,  1e48,  1e49,  1e50,  1e51,  1e52,
+    1e53,  1e54,  1e55,  1e56,  1e57,  1e58,  1e59,  1e60,  1e61,  1e62,  1e63,  1e64};
 
 // The double nearest to w * 10^q, within 3.01 units in its last place: fl(w) and fl(10^q) are
 // each rounded once (relative error <= 2^-53) and so is their product; three such roundings stay
@@ -161,7 +173,7 @@ inline bool FastSmall(const Decimal& d, int precision, int bias, Encoded* out) {
   }
   fast_float::adjusted_mantissa am =
       fast_float::compute_float<fast_float::binary_format<double>>(d.q, d.w);
-  if (am.power2 <= 0 || am.power2 >= 0x7ff) return false;  // failed, subnormal or infinite
+  if (am.power2 <= 0 || am.power2 >= 0x7ff) return false;          // failed, subnormal or infinite
   const std::uint64_t m = am.mantissa | (std::uint64_t{1} << 52);  // value = m * 2^(e - 52)
   const int e = am.power2 - 1023;
   const int emin = 1 - bias;
@@ -398,16 +410,19 @@ class ChunkParser {
     return p;
   }
 
-  // The fast path for one row of blank-separated text into binary32 (SIMD kernels with a batch
-  // encoder). One pass over the line's blocks finds every token start with bit operations on the
-  // blank mask; a second scans every token to its decimal, independently of the others; a third
-  // encodes the decimals kBatch at a time. Each token's chain of dependent instructions is then
-  // short, so many are in flight at once. (For 16-bit targets, and for the scalar reference, the
-  // one-pass ParseRow is as fast.) A row that is not plainly the expected tokens (a comment, a lone CR, a
-  // wrong count, a bad or overflowing number, a key ParseRow would reject, the buffer's edge, a
-  // very long row) is declined: FastRow returns p and leaves no trace, and ParseRow redoes the row
-  // and reports any error. Otherwise it returns the position of the line break ending the row (or
-  // end_), having emitted exactly what ParseRow would have.
+  // The fast path for one row of blank-separated text (SIMD kernels with a batch encoder). One
+  // pass over the line's blocks finds every token start with bit operations on the blank mask;
+  // then short or scientific tokens are scanned and encoded eight at a time (ShortRow, SciRow;
+  // binary32, and the 16-bit types where Isa::kSmallTypes), or, for binary32 rows of other
+  // shapes, a second pass scans every token to its decimal, independently of the others, and a
+  // third encodes the decimals kBatch at a time. Each token's chain of dependent instructions is
+  // then short, so many are in flight at once. (For the scalar reference, and 16-bit rows of
+  // other shapes, the one-pass ParseRow is as fast.) A row that is not plainly the expected
+  // tokens (a comment, a lone CR, a wrong count, a bad or overflowing number, a key ParseRow
+  // would reject, the buffer's edge, a very long row) is declined: FastRow returns p and leaves
+  // no trace, and ParseRow redoes the row and reports any error. Otherwise it returns the
+  // position of the line break ending the row (or end_), having emitted exactly what ParseRow
+  // would have.
   const char* FastRow(const char* p) {
     if constexpr (!Isa::kBatchF32) {
       return p;
@@ -415,7 +430,8 @@ class ChunkParser {
       using ScanMask = typename Isa::ScanMask;
       constexpr int kW = Isa::kScanWidth;
       const std::uint32_t want = p_.dim + (keyed_ ? 1u : 0u);
-      if (delim_ != 0 || want > kMaxFastTokens || p_.dtype != DType::kF32) return p;
+      const bool f32 = p_.dtype == DType::kF32;
+      if (delim_ != 0 || want > kMaxFastTokens || (!f32 && !Isa::kSmallTypes)) return p;
       const char other = comments_.empty() ? '\r' : comments_[0];
       std::uint32_t n = 0;
       ScanMask carry = 1;  // p starts a token: the byte before it counts as a blank
@@ -484,6 +500,8 @@ class ChunkParser {
           if (r != nullptr) return r;
         }
       }
+      // The general passes below encode binary32 only; 16-bit rows of other shapes go to ParseRow.
+      if (!f32) return p;
       // Pass 2: every token to a plain decimal (w, q, sign), or marked for the general encoder.
       for (std::uint32_t j = 0; j < dim; ++j) {
         const char* s = tok[j];
@@ -522,37 +540,34 @@ class ChunkParser {
 
   // FastRow for rows of short tokens: Isa::ScanEncodeShort8 scans and encodes eight tokens at
   // once where they have the plain shape; the others, and the last dim % 8, one at a time.
-  const char* ShortRow(const char* p, const char* const* tok, const char* line_end,
-                       const char* key, std::size_t key_len) {
-    return EightAtATimeRow(p, tok, line_end, key, key_len, false,
-                           [](const char* const* t, std::uint32_t* out, std::uint32_t* inf) {
-                             *inf = 0;  // never: short tokens are below 10^16
-                             return Isa::ScanEncodeShort8(t, out);
-                           });
+  const char* ShortRow(const char* p, const char* const* tok, const char* line_end, const char* key,
+                       std::size_t key_len) {
+    return EightAtATimeRow(p, tok, line_end, key, key_len, false, &Isa::ScanEncodeShort8);
   }
 
   // FastRow for rows of scientific-notation tokens: Isa::ScanEncodeSci8 eight at a time, the
   // others one at a time. When the first eight tokens have none of that shape, the row is undone
   // and nullptr returned (the caller takes the general passes), and this chunk stops trying.
-  const char* SciRow(const char* p, const char* const* tok, const char* line_end,
-                     const char* key, std::size_t key_len) {
+  const char* SciRow(const char* p, const char* const* tok, const char* line_end, const char* key,
+                     std::size_t key_len) {
     const char* r = EightAtATimeRow(p, tok, line_end, key, key_len, true, &Isa::ScanEncodeSci8);
     if (r == nullptr) sci_misses_ = true;
     return r;
   }
 
-  // The row loop of ShortRow and SciRow: scan8(tokens, out, &inf) handles eight tokens and
-  // returns the mask of those done; the rest go one at a time. Returns the row's end, p when it
+  // The row loop of ShortRow and SciRow: scan8(tokens, dtype, out, &inf) handles eight tokens
+  // and returns the mask of those done; the rest go one at a time. Returns the row's end, p when it
   // is declined, or nullptr (row undone) when `give_up` and the first eight had none done.
   template <class Scan8>
   const char* EightAtATimeRow(const char* p, const char* const* tok, const char* line_end,
                               const char* key, std::size_t key_len, bool give_up, Scan8 scan8) {
-    auto* const values = reinterpret_cast<std::uint32_t*>(AppendRow(out_, row_bytes_));
+    std::byte* const values = AppendRow(out_, row_bytes_);
+    const std::size_t size = value_size_;
     const std::uint32_t dim = p_.dim;
     std::uint32_t j = 0;
     for (; j + 8 <= dim; j += 8) {
       std::uint32_t inf = 0;
-      const std::uint32_t done = scan8(tok + j, values + j, &inf);
+      const std::uint32_t done = scan8(tok + j, p_.dtype, values + j * size, &inf);
       if (give_up && done == 0 && j == 0) {
         TruncateRows(out_, out_->rows, row_bytes_);
         return nullptr;
@@ -560,20 +575,20 @@ class ChunkParser {
       if (inf != 0 && p_.overflow_is_error) return Decline(p);
       for (std::uint32_t left = ~done & 0xffu; left != 0; left &= left - 1) {
         const std::uint32_t k = j + static_cast<std::uint32_t>(__builtin_ctz(left));
-        if (!ScanEncodeOne(tok[k], line_end, values + k)) return Decline(p);
+        if (!ScanEncodeOne(tok[k], line_end, values + k * size)) return Decline(p);
       }
     }
     for (; j < dim; ++j) {
-      if (!ScanEncodeOne(tok[j], line_end, values + j)) return Decline(p);
+      if (!ScanEncodeOne(tok[j], line_end, values + j * size)) return Decline(p);
     }
     ++out_->rows;
     if (keyed_) PushKey(out_, key, key_len, static_cast<std::uint32_t>(line_));
     return line_end;
   }
 
-  // One token of a FastRow row scanned and encoded to binary32 into *out: false when it is not
-  // exactly a number, or overflows and that is an error.
-  bool ScanEncodeOne(const char* s, const char* line_end, std::uint32_t* out) {
+  // One token of a FastRow row scanned and encoded (the target dtype) at out: false when it is
+  // not exactly a number, or overflows and that is an error.
+  bool ScanEncodeOne(const char* s, const char* line_end, std::byte* out) {
     Decimal dec;
     const char* q = Scan(s, &dec);
     if (q == nullptr || (q != line_end && *q != ' ' && *q != '\t')) return false;
@@ -582,7 +597,12 @@ class ChunkParser {
       enc = Encode(p_.dtype, dec, std::string_view(s, static_cast<std::size_t>(q - s)));
     }
     if (enc.overflow && p_.overflow_is_error) return false;
-    *out = enc.bits;
+    if (value_size_ == 4) {
+      std::memcpy(out, &enc.bits, 4);
+    } else {
+      const auto h = static_cast<std::uint16_t>(enc.bits);
+      std::memcpy(out, &h, 2);
+    }
     return true;
   }
 
@@ -621,9 +641,12 @@ class ChunkParser {
     if constexpr (Isa::kSimd) {
       if (d.truncated || d.kind != NumberKind::kFinite) return false;
       switch (p_.dtype) {
-        case DType::kF32: return FastF32(d, out);
-        case DType::kF16: return FastSmall(d, 11, 15, out);
-        case DType::kBF16: return FastSmall(d, 8, 127, out);
+        case DType::kF32:
+          return FastF32(d, out);
+        case DType::kF16:
+          return FastSmall(d, 11, 15, out);
+        case DType::kBF16:
+          return FastSmall(d, 8, 127, out);
       }
       return false;
     } else {

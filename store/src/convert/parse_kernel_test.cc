@@ -1,4 +1,6 @@
 // Every SIMD kernel against the scalar reference kernel, on random text.
+#include <gtest/gtest.h>
+
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -6,8 +8,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <gtest/gtest.h>
 
 #include "convert/kernel.h"
 
@@ -52,11 +52,21 @@ std::string RandomNumber(std::mt19937_64& rng) {
   double v = std::normal_distribution<double>(0, 1)(rng) *
              std::pow(10.0, std::uniform_int_distribution<int>(-8, 8)(rng));
   switch (kind(rng)) {
-    case 0: std::snprintf(buf, sizeof buf, "%.18e", v); break;
-    case 1: std::snprintf(buf, sizeof buf, "%.8g", v); break;
-    case 2: std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(rng() % 25), v); break;
-    case 3: std::snprintf(buf, sizeof buf, "%+.3E", v); break;
-    case 4: std::snprintf(buf, sizeof buf, "%.30g", v); break;
+    case 0:
+      std::snprintf(buf, sizeof buf, "%.18e", v);
+      break;
+    case 1:
+      std::snprintf(buf, sizeof buf, "%.8g", v);
+      break;
+    case 2:
+      std::snprintf(buf, sizeof buf, "%.*f", static_cast<int>(rng() % 25), v);
+      break;
+    case 3:
+      std::snprintf(buf, sizeof buf, "%+.3E", v);
+      break;
+    case 4:
+      std::snprintf(buf, sizeof buf, "%.30g", v);
+      break;
     case 5: {
       // Long digit runs: 10 to 70 digits with a point somewhere.
       std::string s;
@@ -66,18 +76,20 @@ std::string RandomNumber(std::mt19937_64& rng) {
       return s;
     }
     case 6: {
-      const char* special[] = {"inf", "-Infinity", "nan", "+NaN", ".5", "5.", "-0", "1e005",
-                               "007", "1E+05"};
+      const char* special[] = {"inf", "-Infinity", "nan",   "+NaN", ".5",
+                               "5.",  "-0",        "1e005", "007",  "1E+05"};
       return special[rng() % 10];
     }
-    default: std::snprintf(buf, sizeof buf, "%g", v); break;
+    default:
+      std::snprintf(buf, sizeof buf, "%g", v);
+      break;
   }
   return buf;
 }
 
 std::string RandomJunk(std::mt19937_64& rng) {
-  const char* junk[] = {"abc", "1_000", "0x1p3", ".", "1.5d0", "1e", "--1", "1.2.3", "",
-                        "\xff", "nan(1)", "1e5x", "+", "#", "1,5", "\r"};
+  const char* junk[] = {"abc", "1_000", "0x1p3",  ".",    "1.5d0", "1e", "--1", "1.2.3",
+                        "",    "\xff",  "nan(1)", "1e5x", "+",     "#",  "1,5", "\r"};
   return junk[rng() % 16];
 }
 
@@ -195,17 +207,25 @@ std::string HardToken(std::mt19937_64& rng) {
     std::uint32_t bits = static_cast<std::uint32_t>(rng()) & 0x7fffffffu;
     std::memcpy(&f, &bits, 4);
   } while (!std::isfinite(f) || f == std::numeric_limits<float>::max());
-  const double half = 0.5 * (static_cast<double>(f) +
-                             static_cast<double>(std::nextafter(f, INFINITY)));
+  const double half =
+      0.5 * (static_cast<double>(f) + static_cast<double>(std::nextafter(f, INFINITY)));
   const char* sign = (rng() & 1) ? "-" : "";
   switch (rng() % 9) {
-    case 0: std::snprintf(buf, sizeof buf, "%s%.60e", sign, half); break;
-    case 1: std::snprintf(buf, sizeof buf, "%s%.18e", sign, half); break;
-    case 2: std::snprintf(buf, sizeof buf, "%s%.9e", sign, half); break;
+    case 0:
+      std::snprintf(buf, sizeof buf, "%s%.60e", sign, half);
+      break;
+    case 1:
+      std::snprintf(buf, sizeof buf, "%s%.18e", sign, half);
+      break;
+    case 2:
+      std::snprintf(buf, sizeof buf, "%s%.9e", sign, half);
+      break;
     case 3:
       std::snprintf(buf, sizeof buf, "%s%.18e", sign, std::nextafter(half, INFINITY));
       break;
-    case 4: std::snprintf(buf, sizeof buf, "%s%.18e", sign, std::nextafter(half, 0.0)); break;
+    case 4:
+      std::snprintf(buf, sizeof buf, "%s%.18e", sign, std::nextafter(half, 0.0));
+      break;
     case 5: {
       // 19 digits starting with 9 (the significand exceeds 2^63).
       std::snprintf(buf, sizeof buf, "%s9.%018llue%d", sign,
@@ -214,14 +234,27 @@ std::string HardToken(std::mt19937_64& rng) {
       break;
     }
     case 6: {
-      const char* edge[] = {"3.4028235677973366e38", "3.40282356779733661637539395458142568448e38",
-                            "3.4028235e38", "3.4028236e38", "1.1754943508222875e-38",
-                            "1.1754942e-38", "1.4e-45", "7.0064923216240854e-46", "0.0", "-0e5",
-                            "1e-64", "1e64", "9999999999999999999e-83"};
+      const char* edge[] = {"3.4028235677973366e38",
+                            "3.40282356779733661637539395458142568448e38",
+                            "3.4028235e38",
+                            "3.4028236e38",
+                            "1.1754943508222875e-38",
+                            "1.1754942e-38",
+                            "1.4e-45",
+                            "7.0064923216240854e-46",
+                            "0.0",
+                            "-0e5",
+                            "1e-64",
+                            "1e64",
+                            "9999999999999999999e-83"};
       return edge[rng() % 13];
     }
-    case 7: std::snprintf(buf, sizeof buf, "%s%.8g", sign, static_cast<double>(f)); break;
-    default: std::snprintf(buf, sizeof buf, "%s%.18e", sign, static_cast<double>(f)); break;
+    case 7:
+      std::snprintf(buf, sizeof buf, "%s%.8g", sign, static_cast<double>(f));
+      break;
+    default:
+      std::snprintf(buf, sizeof buf, "%s%.18e", sign, static_cast<double>(f));
+      break;
   }
   return buf;
 }
@@ -266,19 +299,36 @@ std::string ShortToken(std::mt19937_64& rng, bool allow_errors) {
     case 11: {
       // Within a few units of a double's last place of a binary32 halfway point, in 14 or 15
       // characters: the approximate product may land on either side.
-      const float f = static_cast<float>(std::ldexp(1.0 + (rng() % (1u << 23)) * 0x1p-23,
-                                                     static_cast<int>(rng() % 40) - 20));
-      const double half = 0.5 * (static_cast<double>(f) +
-                                 static_cast<double>(std::nextafter(f, INFINITY)));
+      const float f = static_cast<float>(
+          std::ldexp(1.0 + (rng() % (1u << 23)) * 0x1p-23, static_cast<int>(rng() % 40) - 20));
+      const double half =
+          0.5 * (static_cast<double>(f) + static_cast<double>(std::nextafter(f, INFINITY)));
       std::snprintf(buf, sizeof buf, "%.*g", (rng() & 1) ? 13 : 14, half);
       break;
     }
-    case 0: std::snprintf(buf, sizeof buf, "%.3f", v); break;
-    case 1: std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v)); break;
+    case 0:
+      std::snprintf(buf, sizeof buf, "%.3f", v);
+      break;
+    case 1:
+      std::snprintf(buf, sizeof buf, "%lld", static_cast<long long>(v));
+      break;
     case 2: {
-      const char* edge[] = {"-0", "0", ".5", "5.", "+7", "-.25", "+0.0", "123456789012345",
-                            "1234567890123456", "-12345678901234.5", "0.000000000000001",
-                            "999999999999999", "00000000000000.1", "-1.5e3", "1E-2", "inf"};
+      const char* edge[] = {"-0",
+                            "0",
+                            ".5",
+                            "5.",
+                            "+7",
+                            "-.25",
+                            "+0.0",
+                            "123456789012345",
+                            "1234567890123456",
+                            "-12345678901234.5",
+                            "0.000000000000001",
+                            "999999999999999",
+                            "00000000000000.1",
+                            "-1.5e3",
+                            "1E-2",
+                            "inf"};
       return edge[rng() % 16];
     }
     case 3:
@@ -287,7 +337,9 @@ std::string ShortToken(std::mt19937_64& rng, bool allow_errors) {
         return junk[rng() % 10];
       }
       [[fallthrough]];
-    default: std::snprintf(buf, sizeof buf, "%.8g", v); break;
+    default:
+      std::snprintf(buf, sizeof buf, "%.8g", v);
+      break;
   }
   return buf;
 }
@@ -299,40 +351,48 @@ std::string SciToken(std::mt19937_64& rng, bool allow_errors) {
                    std::pow(10.0, std::uniform_int_distribution<int>(-45, 40)(rng));
   const char* sign = (rng() % 3 == 0) ? "+" : "";
   switch (rng() % 12) {
-    case 0: std::snprintf(buf, sizeof buf, "%s%.17e", sign, v); break;
-    case 1: std::snprintf(buf, sizeof buf, "%s%.16E", sign, v); break;
-    case 2: std::snprintf(buf, sizeof buf, "%.15e", v); break;
+    case 0:
+      std::snprintf(buf, sizeof buf, "%s%.17e", sign, v);
+      break;
+    case 1:
+      std::snprintf(buf, sizeof buf, "%s%.16E", sign, v);
+      break;
+    case 2:
+      std::snprintf(buf, sizeof buf, "%.15e", v);
+      break;
     case 3: {
       // Halfway points between binary32 neighbours, to 18 fraction digits.
-      const float f = static_cast<float>(std::ldexp(1.0 + (rng() % (1u << 23)) * 0x1p-23,
-                                                     static_cast<int>(rng() % 250) - 125));
-      std::snprintf(buf, sizeof buf, "%.18e",
-                    0.5 * (static_cast<double>(f) +
-                           static_cast<double>(std::nextafter(f, INFINITY))));
+      const float f = static_cast<float>(
+          std::ldexp(1.0 + (rng() % (1u << 23)) * 0x1p-23, static_cast<int>(rng() % 250) - 125));
+      std::snprintf(
+          buf, sizeof buf, "%.18e",
+          0.5 * (static_cast<double>(f) + static_cast<double>(std::nextafter(f, INFINITY))));
       break;
     }
     case 4: {
-      const char* edge[] = {"0.000000000000000000e+00", "-0.000000000000000000e+00",
-                            "3.402823466385288598e+38", "3.402823569e+38",
-                            "3.402823677973366163e+38", "9.999999999999999999e+99",
-                            "1.000000000000000000e-50", "1.401298464324817071e-45",
-                            "7.006492321624085354e-46", "1.175494350822287508e-38",
-                            "1.234567890123456789e5", "1.234567890123456789e+123",
-                            "9.999999999999999999e-01", "1.234567890123456789E-05",
+      const char* edge[] = {"0.000000000000000000e+00",   "-0.000000000000000000e+00",
+                            "3.402823466385288598e+38",   "3.402823569e+38",
+                            "3.402823677973366163e+38",   "9.999999999999999999e+99",
+                            "1.000000000000000000e-50",   "1.401298464324817071e-45",
+                            "7.006492321624085354e-46",   "1.175494350822287508e-38",
+                            "1.234567890123456789e5",     "1.234567890123456789e+123",
+                            "9.999999999999999999e-01",   "1.234567890123456789E-05",
                             "1.234567890123456789e+0012", "-5.555555555555555555e-0007"};
       return edge[rng() % 16];
     }
     case 5:
       if (allow_errors && rng() % 4 == 0) {
-        const char* junk[] = {"1.234567890123456789e+", "1.234567890123456789e+1234",
-                              "1.234567890123456789x+01", "1..34567890123456789e+01",
+        const char* junk[] = {"1.234567890123456789e+",     "1.234567890123456789e+1234",
+                              "1.234567890123456789x+01",   "1..34567890123456789e+01",
                               "+-1.234567890123456789e+01", "1.234567890123456789e-05x",
-                              "1.234567890123456789e+0-1", "12.34567890123456789e+01",
-                              "1,234567890123456789e+01", "1e234567890123456789e+01"};
+                              "1.234567890123456789e+0-1",  "12.34567890123456789e+01",
+                              "1,234567890123456789e+01",   "1e234567890123456789e+01"};
         return junk[rng() % 10];
       }
       [[fallthrough]];
-    default: std::snprintf(buf, sizeof buf, "%s%.18e", sign, v); break;
+    default:
+      std::snprintf(buf, sizeof buf, "%s%.18e", sign, v);
+      break;
   }
   return buf;
 }
@@ -342,7 +402,7 @@ std::string SciToken(std::mt19937_64& rng, bool allow_errors) {
 // digits with blanks.
 template <class TokenFn>
 void CheckRowsOf(const Kernel& simd, TokenFn token, std::uint32_t max_dim, int iterations,
-                 std::uint64_t seed) {
+                 std::uint64_t seed, DType dtype = DType::kF32) {
   Kernel scalar{"scalar", &ParseChunkScalar};
   std::mt19937_64 rng(seed);
   for (int it = 0; it < iterations; ++it) {
@@ -350,7 +410,7 @@ void CheckRowsOf(const Kernel& simd, TokenFn token, std::uint32_t max_dim, int i
     ParseParams p;
     p.layout = (it % 5 == 0) ? Layout::kKeyed : Layout::kMatrix;
     p.dim = 1 + static_cast<std::uint32_t>(rng() % max_dim);
-    p.dtype = DType::kF32;
+    p.dtype = dtype;
     p.overflow_is_error = (it % 2) != 0;
     const char* brk = (rng() % 4 == 0) ? "\r\n" : "\n";
     std::string text;
@@ -370,7 +430,7 @@ void CheckRowsOf(const Kernel& simd, TokenFn token, std::uint32_t max_dim, int i
     ChunkResult b = ParseWith(simd, text, p, after);
     ExpectSame(a, b, text);
     if (::testing::Test::HasFatalFailure()) return;
-    if (a.error.kind != ErrorKind::kNone) continue;
+    if (a.error.kind != ErrorKind::kNone || dtype != DType::kF32) continue;
     ExpectStrtofBits(a, tokens);
     if (::testing::Test::HasFatalFailure()) return;
   }
@@ -382,6 +442,56 @@ TEST_P(KernelVsScalar, AgreesOnRowsOfShortTokens) {
 
 TEST_P(KernelVsScalar, AgreesOnRowsOfScientificTokens) {
   CheckRowsOf(*GetParam(), SciToken, 40, 1500, 31337);
+}
+
+// Short tokens near halfway points of a 16-bit format (`precision` significand bits): exact,
+// and printed to 13-15 significant digits (a hair off, either side), plus the overflow edge.
+std::string SmallHalfwayToken(std::mt19937_64& rng, int precision) {
+  char buf[64];
+  const int bits = precision - 1;
+  const double v = std::ldexp(
+      1.0 + (static_cast<double>(rng() % (1u << bits)) + 0.5) / static_cast<double>(1u << bits),
+      static_cast<int>(rng() % 30) - 20);
+  switch (rng() % 4) {
+    case 0:
+      std::snprintf(buf, sizeof buf, "%.15g", v);
+      break;
+    case 1:
+      std::snprintf(buf, sizeof buf, "%.14g", v);
+      break;
+    case 2:
+      std::snprintf(buf, sizeof buf, "%.13g", v);
+      break;
+    default: {
+      const char* edge[] = {"65519.99",
+                            "65520",
+                            "65520.01",
+                            "65504",
+                            "-65520",
+                            "0.00006103515625",
+                            "0.0000000596046447753906",
+                            "1.00048828125",
+                            "1.00390625"};
+      return edge[rng() % 9];
+    }
+  }
+  return buf;
+}
+
+TEST_P(KernelVsScalar, AgreesOnRowsInF16AndBF16) {
+  for (DType t : {DType::kF16, DType::kBF16}) {
+    SCOPED_TRACE(DTypeName(t));
+    const int precision = t == DType::kF16 ? 11 : 8;
+    CheckRowsOf(*GetParam(), ShortToken, 40, 500, 91, t);
+    CheckRowsOf(*GetParam(), SciToken, 40, 500, 92, t);
+    CheckRowsOf(
+        *GetParam(),
+        [&](std::mt19937_64& rng, bool allow_errors) {
+          return rng() % 4 == 0 ? ShortToken(rng, allow_errors) : SmallHalfwayToken(rng, precision);
+        },
+        40, 500, 93, t);
+    if (HasFatalFailure()) return;
+  }
 }
 
 std::vector<const Kernel*> SimdKernels() {
@@ -466,9 +576,9 @@ TEST(ScalarKernel, KeyedRowsKeepTokensAndRejectBadUtf8) {
 TEST(Utf8, RejectsOverlongsSurrogatesAndTruncation) {
   std::size_t bad = 0;
   EXPECT_TRUE(ValidUtf8("h\xc3\xa9llo \xf0\x9f\x98\x80", &bad));
-  EXPECT_FALSE(ValidUtf8("\xc0\xaf", &bad));          // overlong '/'
-  EXPECT_FALSE(ValidUtf8("\xed\xa0\x80", &bad));      // surrogate
-  EXPECT_FALSE(ValidUtf8("ab\xe2\x82", &bad));        // truncated
+  EXPECT_FALSE(ValidUtf8("\xc0\xaf", &bad));      // overlong '/'
+  EXPECT_FALSE(ValidUtf8("\xed\xa0\x80", &bad));  // surrogate
+  EXPECT_FALSE(ValidUtf8("ab\xe2\x82", &bad));    // truncated
   EXPECT_EQ(bad, 2u);
   EXPECT_FALSE(ValidUtf8("\xf4\x90\x80\x80", &bad));  // past U+10FFFF
 }

@@ -8,7 +8,6 @@
 
 #include <cstdint>
 #include <type_traits>
-
 #include <xsimd/xsimd.hpp>
 
 #include "convert/parse_impl.h"
@@ -33,6 +32,7 @@ struct SimdIsa {
   static constexpr bool kBatchF32 = false;
   static constexpr bool kShortTokens = false;
   static constexpr bool kSciTokens = false;
+  static constexpr bool kSmallTypes = false;
   using ScanMask = std::conditional_t<kScanWidth == 64, std::uint64_t, std::uint32_t>;
   using Mask = std::conditional_t<kWidth == 64, std::uint64_t, std::uint32_t>;
 
@@ -72,8 +72,7 @@ struct SimdIsa {
   // Scalar meaning: the first q in [p, end) with *q in set.c[0..5], else end. Whole blocks are
   // loaded while they stay inside the readable range; the rest goes byte by byte.
   static const char* FindAny(const char* p, const char* end, const char* re, const CharSet& set) {
-    const Batch c0(set.c[0]), c1(set.c[1]), c2(set.c[2]), c3(set.c[3]), c4(set.c[4]),
-        c5(set.c[5]);
+    const Batch c0(set.c[0]), c1(set.c[1]), c2(set.c[2]), c3(set.c[3]), c4(set.c[4]), c5(set.c[5]);
     while (p < end && re - p >= kScanWidth) {
       Batch v = Load(p);
       ScanMask m = ToMask<Arch, ScanMask>((v == c0) | (v == c1) | (v == c2) | (v == c3) |
@@ -131,9 +130,8 @@ struct SimdIsa {
 // whether s has that shape, and sets its fraction digits and the two bytes that define its
 // byte shuffle: *shift = 16 - its length (the offset that right-aligns it), *split = the first
 // shuffle byte whose source is past the point (0: no point).
-[[gnu::always_inline]] inline bool CheckShortToken(const char* s, std::uint32_t d,
-                                                   std::uint32_t pt, std::uint32_t end,
-                                                   std::int32_t* frac_digits,
+[[gnu::always_inline]] inline bool CheckShortToken(const char* s, std::uint32_t d, std::uint32_t pt,
+                                                   std::uint32_t end, std::int32_t* frac_digits,
                                                    std::uint32_t* shift, std::uint32_t* split) {
   const std::uint32_t len = _tzcnt_u32(end | 0x10000u);
   const std::uint32_t body = (1u << len) - 1;
@@ -159,14 +157,14 @@ struct SciShape {
 };
 
 [[gnu::always_inline]] inline SciShape CheckSciShape(const char* s, std::uint64_t d,
-                              std::uint64_t pt, std::uint64_t e, std::uint64_t sn,
-                              std::uint64_t stop) {
+                                                     std::uint64_t pt, std::uint64_t e,
+                                                     std::uint64_t sn, std::uint64_t stop) {
   const auto len = static_cast<std::uint32_t>(_tzcnt_u64(stop));  // <= 32
-  const auto lead = static_cast<std::uint32_t>(sn & 1);            // a sign before the digits
+  const auto lead = static_cast<std::uint32_t>(sn & 1);           // a sign before the digits
   const auto nf = static_cast<std::uint32_t>(_tzcnt_u64(~(d >> (lead + 2))));
-  const std::uint32_t epos = lead + 2 + nf;                          // the 'e', <= 35
+  const std::uint32_t epos = lead + 2 + nf;                            // the 'e', <= 35
   const auto xs = static_cast<std::uint32_t>((sn >> (epos + 1)) & 1);  // exponent sign
-  const std::uint32_t xd = epos + 1 + xs;                            // first exponent digit
+  const std::uint32_t xd = epos + 1 + xs;                              // first exponent digit
   const std::uint32_t ne = len - xd;  // exponent digits (wraps when len < xd)
   const std::uint64_t body = _bzhi_u64(~std::uint64_t{0}, len);
   const std::uint64_t want_digits = (std::uint64_t{1} << lead) |
