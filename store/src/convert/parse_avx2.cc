@@ -101,8 +101,10 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
   // Avx512Isa::ScanEncodeShort8 with two tokens per register (one per 128-bit lane), as two
   // groups of four.
   // (Binary32 only: kSmallTypes is false.)
-  static std::uint32_t ScanEncodeShort8(const char* const* tok, DType /*dtype*/, std::byte* dst,
+  template <DType T>
+  static std::uint32_t ScanEncodeShort8(const char* const* tok, std::byte* dst,
                                         std::uint32_t* inf) {
+    static_assert(T == DType::kF32);
     auto* const out = reinterpret_cast<std::uint32_t*>(dst);
     *inf = 0;  // never: these values are below 10^16
     std::uint32_t unused;
@@ -177,8 +179,9 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
   static constexpr bool kSciTokens = true;
 
   // Avx512Isa::ScanEncodeSci8 with one token per register, as two groups of four.
-  static std::uint32_t ScanEncodeSci8(const char* const* tok, DType /*dtype*/, std::byte* dst,
-                                      std::uint32_t* inf) {
+  template <DType T>
+  static std::uint32_t ScanEncodeSci8(const char* const* tok, std::byte* dst, std::uint32_t* inf) {
+    static_assert(T == DType::kF32);
     auto* const out = reinterpret_cast<std::uint32_t*>(dst);
     std::uint32_t inf_lo;
     std::uint32_t inf_hi;

@@ -121,19 +121,16 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
     return done;
   }
 
-  // The binary32 or 16-bit rule, by dtype, into `out` (elements of that type).
-  static __mmask8 EncodeAny8(DType dtype, __m512i w, __m512d pow10, __mmask8 eligible,
-                             __mmask8 negative, std::byte* out, __mmask8* inf) {
-    switch (dtype) {
-      case DType::kF16:
-        return EncodeStoreSmall8(w, pow10, eligible, negative, 11, 15,
-                                 reinterpret_cast<std::uint16_t*>(out), inf);
-      case DType::kBF16:
-        return EncodeStoreSmall8(w, pow10, eligible, negative, 8, 127,
-                                 reinterpret_cast<std::uint16_t*>(out), inf);
-      default:
-        return EncodeStore8(w, pow10, eligible, negative, reinterpret_cast<std::uint32_t*>(out),
-                            inf);
+  // The binary32 or 16-bit rule, for T, into `out` (elements of T).
+  template <DType T>
+  static __mmask8 EncodeAny8(__m512i w, __m512d pow10, __mmask8 eligible, __mmask8 negative,
+                             std::byte* out, __mmask8* inf) {
+    if constexpr (T == DType::kF32) {
+      return EncodeStore8(w, pow10, eligible, negative, reinterpret_cast<std::uint32_t*>(out), inf);
+    } else {
+      return EncodeStoreSmall8(w, pow10, eligible, negative, T == DType::kF16 ? 11 : 8,
+                               T == DType::kF16 ? 15 : 127, reinterpret_cast<std::uint16_t*>(out),
+                               inf);
     }
   }
 
@@ -183,7 +180,8 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
   // register, the shuffle, the digit combining of Digits16 and, for all eight, FastF32's rule. A
   // token of at most 15 digits is below 10^16 and at least 10^-15 (or zero): never subnormal nor
   // infinite.
-  static std::uint32_t ScanEncodeShort8(const char* const* tok, DType dtype, std::byte* out,
+  template <DType T>
+  static std::uint32_t ScanEncodeShort8(const char* const* tok, std::byte* out,
                                         std::uint32_t* inf) {
     std::int32_t frac_digits[8];
     std::uint32_t good = 0;
@@ -255,8 +253,8 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
         nf));
     const __m512d pow10 = _mm512_permutex2var_pd(p10_lo, pick, p10_hi);
     __mmask8 overflow;  // never in f32 (values below 10^16); f16 overflows from 65520
-    const __mmask8 done = EncodeAny8(dtype, w, pow10, static_cast<__mmask8>(good),
-                                     static_cast<__mmask8>(negative), out, &overflow);
+    const __mmask8 done = EncodeAny8<T>(w, pow10, static_cast<__mmask8>(good),
+                                        static_cast<__mmask8>(negative), out, &overflow);
     *inf = overflow;
     return done;
   }
@@ -269,8 +267,8 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
   // digits right before the exponent go through Digits16's combining four tokens at a time, the
   // one to three leading digits and the exponent through selects, and all eight through
   // EncodeStore8.
-  static std::uint32_t ScanEncodeSci8(const char* const* tok, DType dtype, std::byte* out,
-                                      std::uint32_t* inf) {
+  template <DType T>
+  static std::uint32_t ScanEncodeSci8(const char* const* tok, std::byte* out, std::uint32_t* inf) {
     std::uint64_t head[8];
     std::int32_t q[8];
     const char* tail[8];  // the 16 fraction digits before the exponent
@@ -326,8 +324,8 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
     __mmask8 in_table;
     const __m512d pow10 = GatherPow10(qv, &in_table);
     __mmask8 overflow;
-    const __mmask8 done = EncodeAny8(dtype, w, pow10, static_cast<__mmask8>(good & in_table),
-                                     static_cast<__mmask8>(negative), out, &overflow);
+    const __mmask8 done = EncodeAny8<T>(w, pow10, static_cast<__mmask8>(good & in_table),
+                                        static_cast<__mmask8>(negative), out, &overflow);
     *inf = overflow;
     return done;
   }

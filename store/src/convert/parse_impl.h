@@ -21,13 +21,13 @@
 //   kBatchF32, kBatch          true when EncodeF32Batch exists: kBatch plain decimals to binary32
 //                              where the approximate product is provably right (FastF32's
 //                              rule); returns the mask of lanes written, *inf those that overflowed
-//   kShortTokens               true when ScanEncodeShort8(tok, dtype, out, &inf) exists: scans
+//   kShortTokens               true when ScanEncodeShort8<dtype>(tok, out, &inf) exists: scans
 //                              and encodes the eight tokens at tok[0..8) of a row that ends with
 //                              a line break, each where it is [+-]digits[.digits] followed by a
 //                              blank or line break within 16 bytes (16 bytes at each are
 //                              readable); returns the mask of values written to out (dtype
 //                              elements), *inf marks overflows
-//   kSciTokens                 true when ScanEncodeSci8(tok, dtype, out, &inf) exists: the same
+//   kSciTokens                 true when ScanEncodeSci8<dtype>(tok, out, &inf) exists: the same
 //                              for [+-]D.D{16,18}[eE][+-]D{1,3} within 32 bytes (64 bytes past
 //                              the line break are readable)
 //   kSmallTypes                true when those two also encode f16 and bf16 (else f32 only)
@@ -491,12 +491,22 @@ class ChunkParser {
         // Short tokens on average (np.savetxt's '%.8g' and the like).
         if (broken && re_ - line_end >= 16 &&
             line_end - tok[0] <= 14 * static_cast<std::ptrdiff_t>(dim)) {
-          return ShortRow(p, tok, line_end, key, key_len);
+          if (f32) return ShortRow<DType::kF32>(p, tok, line_end, key, key_len);
+          if constexpr (Isa::kSmallTypes) {
+            return p_.dtype == DType::kF16 ? ShortRow<DType::kF16>(p, tok, line_end, key, key_len)
+                                           : ShortRow<DType::kBF16>(p, tok, line_end, key, key_len);
+          }
         }
       }
       if constexpr (Isa::kSciTokens) {
         if (broken && !sci_misses_ && re_ - line_end >= 64 && dim >= 8) {
-          const char* r = SciRow(p, tok, line_end, key, key_len);
+          const char* r = nullptr;
+          if (f32) {
+            r = SciRow<DType::kF32>(p, tok, line_end, key, key_len);
+          } else if constexpr (Isa::kSmallTypes) {
+            r = p_.dtype == DType::kF16 ? SciRow<DType::kF16>(p, tok, line_end, key, key_len)
+                                        : SciRow<DType::kBF16>(p, tok, line_end, key, key_len);
+          }
           if (r != nullptr) return r;
         }
       }
@@ -540,34 +550,44 @@ class ChunkParser {
 
   // FastRow for rows of short tokens: Isa::ScanEncodeShort8 scans and encodes eight tokens at
   // once where they have the plain shape; the others, and the last dim % 8, one at a time.
+  // T is the target dtype (a template parameter: a runtime one cost binary32 rows 6-11 %).
+  template <DType T>
   const char* ShortRow(const char* p, const char* const* tok, const char* line_end, const char* key,
                        std::size_t key_len) {
-    return EightAtATimeRow(p, tok, line_end, key, key_len, false, &Isa::ScanEncodeShort8);
+    return EightAtATimeRow<T>(p, tok, line_end, key, key_len, false,
+                              [](const char* const* t, std::byte* out, std::uint32_t* inf) {
+                                return Isa::template ScanEncodeShort8<T>(t, out, inf);
+                              });
   }
 
   // FastRow for rows of scientific-notation tokens: Isa::ScanEncodeSci8 eight at a time, the
   // others one at a time. When the first eight tokens have none of that shape, the row is undone
   // and nullptr returned (the caller takes the general passes), and this chunk stops trying.
+  template <DType T>
   const char* SciRow(const char* p, const char* const* tok, const char* line_end, const char* key,
                      std::size_t key_len) {
-    const char* r = EightAtATimeRow(p, tok, line_end, key, key_len, true, &Isa::ScanEncodeSci8);
+    const char* r =
+        EightAtATimeRow<T>(p, tok, line_end, key, key_len, true,
+                           [](const char* const* t, std::byte* out, std::uint32_t* inf) {
+                             return Isa::template ScanEncodeSci8<T>(t, out, inf);
+                           });
     if (r == nullptr) sci_misses_ = true;
     return r;
   }
 
-  // The row loop of ShortRow and SciRow: scan8(tokens, dtype, out, &inf) handles eight tokens
-  // and returns the mask of those done; the rest go one at a time. Returns the row's end, p when it
+  // The row loop of ShortRow and SciRow: scan8(tokens, out, &inf) handles eight tokens and
+  // returns the mask of those done; the rest go one at a time. Returns the row's end, p when it
   // is declined, or nullptr (row undone) when `give_up` and the first eight had none done.
-  template <class Scan8>
+  template <DType T, class Scan8>
   const char* EightAtATimeRow(const char* p, const char* const* tok, const char* line_end,
                               const char* key, std::size_t key_len, bool give_up, Scan8 scan8) {
+    constexpr std::size_t kSize = T == DType::kF32 ? 4 : 2;
     std::byte* const values = AppendRow(out_, row_bytes_);
-    const std::size_t size = value_size_;
     const std::uint32_t dim = p_.dim;
     std::uint32_t j = 0;
     for (; j + 8 <= dim; j += 8) {
       std::uint32_t inf = 0;
-      const std::uint32_t done = scan8(tok + j, p_.dtype, values + j * size, &inf);
+      const std::uint32_t done = scan8(tok + j, values + j * kSize, &inf);
       if (give_up && done == 0 && j == 0) {
         TruncateRows(out_, out_->rows, row_bytes_);
         return nullptr;
@@ -575,29 +595,30 @@ class ChunkParser {
       if (inf != 0 && p_.overflow_is_error) return Decline(p);
       for (std::uint32_t left = ~done & 0xffu; left != 0; left &= left - 1) {
         const std::uint32_t k = j + static_cast<std::uint32_t>(__builtin_ctz(left));
-        if (!ScanEncodeOne(tok[k], line_end, values + k * size)) return Decline(p);
+        if (!ScanEncodeOne<T>(tok[k], line_end, values + k * kSize)) return Decline(p);
       }
     }
     for (; j < dim; ++j) {
-      if (!ScanEncodeOne(tok[j], line_end, values + j * size)) return Decline(p);
+      if (!ScanEncodeOne<T>(tok[j], line_end, values + j * kSize)) return Decline(p);
     }
     ++out_->rows;
     if (keyed_) PushKey(out_, key, key_len, static_cast<std::uint32_t>(line_));
     return line_end;
   }
 
-  // One token of a FastRow row scanned and encoded (the target dtype) at out: false when it is
-  // not exactly a number, or overflows and that is an error.
+  // One token of a FastRow row scanned and encoded to T at out: false when it is not exactly a
+  // number, or overflows and that is an error.
+  template <DType T>
   bool ScanEncodeOne(const char* s, const char* line_end, std::byte* out) {
     Decimal dec;
     const char* q = Scan(s, &dec);
     if (q == nullptr || (q != line_end && *q != ' ' && *q != '\t')) return false;
     Encoded enc;
     if (!FastEncode(dec, &enc)) {
-      enc = Encode(p_.dtype, dec, std::string_view(s, static_cast<std::size_t>(q - s)));
+      enc = Encode(T, dec, std::string_view(s, static_cast<std::size_t>(q - s)));
     }
     if (enc.overflow && p_.overflow_is_error) return false;
-    if (value_size_ == 4) {
+    if constexpr (T == DType::kF32) {
       std::memcpy(out, &enc.bits, 4);
     } else {
       const auto h = static_cast<std::uint16_t>(enc.bits);
