@@ -290,7 +290,7 @@ TEST_P(KernelVsScalar, AgreesOnHardRoundingCasesInLongRows) {
   }
 }
 
-// Short tokens (the shape the AVX-512 kernel scans eight at a time) and near misses.
+// Short tokens (the shape the SIMD kernels scan eight at a time) and near misses.
 std::string ShortToken(std::mt19937_64& rng, bool allow_errors) {
   char buf[64];
   const double v = std::normal_distribution<double>(0, 1)(rng) *
@@ -344,7 +344,7 @@ std::string ShortToken(std::mt19937_64& rng, bool allow_errors) {
   return buf;
 }
 
-// Scientific-notation tokens (the shape the AVX-512 kernel scans eight at a time) and near misses.
+// Scientific-notation tokens (the shape the SIMD kernels scan eight at a time) and near misses.
 std::string SciToken(std::mt19937_64& rng, bool allow_errors) {
   char buf[96];
   const double v = std::normal_distribution<double>(0, 1)(rng) *
