@@ -377,10 +377,7 @@ class ChunkParser {
         const char* fe = delim_ != 0 ? DelimitedFieldEnd(p) : FieldEnd(p);
         return Fail(ErrorKind::kBadNumber, p, static_cast<std::size_t>(fe - p));
       }
-      Encoded enc;
-      if (!FastEncode(dec, &enc)) {
-        enc = Encode(p_.dtype, dec, std::string_view(p, static_cast<std::size_t>(q - p)));
-      }
+      const Encoded enc = EncodeToken(dec, p, q);
       if (enc.overflow && p_.overflow_is_error) {
         return Fail(ErrorKind::kOverflow, p, static_cast<std::size_t>(q - p));
       }
@@ -517,8 +514,7 @@ class ChunkParser {
         const char* s = tok[j];
         Decimal dec;
         const char* q = Scan(s, &dec);
-        // The token must be the number and nothing more: it ends at a blank or the line end.
-        if (q == nullptr || (q != line_end && *q != ' ' && *q != '\t')) return p;
+        if (q == nullptr || !EndsToken(q, line_end)) return p;
         w_[j] = dec.w;
         q_[j] = static_cast<std::int32_t>(dec.q < -9999 ? -9999 : dec.q > 9999 ? 9999 : dec.q);
         sign_[j] = dec.negative ? 0x80000000u : 0u;
@@ -612,11 +608,8 @@ class ChunkParser {
   bool ScanEncodeOne(const char* s, const char* line_end, std::byte* out) {
     Decimal dec;
     const char* q = Scan(s, &dec);
-    if (q == nullptr || (q != line_end && *q != ' ' && *q != '\t')) return false;
-    Encoded enc;
-    if (!FastEncode(dec, &enc)) {
-      enc = Encode(T, dec, std::string_view(s, static_cast<std::size_t>(q - s)));
-    }
+    if (q == nullptr || !EndsToken(q, line_end)) return false;
+    const Encoded enc = EncodeToken(dec, s, q);
     if (enc.overflow && p_.overflow_is_error) return false;
     if constexpr (T == DType::kF32) {
       std::memcpy(out, &enc.bits, 4);
@@ -641,21 +634,33 @@ class ChunkParser {
     return true;
   }
 
-  // The general encoder for the number token at s (rare: it rescans the token for its text).
+  // EncodeToken for the number token at s, out of line (rare: it rescans the token, whose text
+  // the general encoder needs).
   [[gnu::noinline]] Encoded EncodeSlow(const char* s) const {
     Decimal dec;
     const char* q = Scan(s, &dec);
-    Encoded enc;
-    if (!FastEncode(dec, &enc)) {
-      enc = Encode(p_.dtype, dec, std::string_view(s, static_cast<std::size_t>(q - s)));
-    }
-    return enc;
+    return EncodeToken(dec, s, q);
+  }
+
+  // A FastRow token must be the number and nothing more: it ends at a blank or the line end.
+  static bool EndsToken(const char* q, const char* line_end) {
+    return q == line_end || *q == ' ' || *q == '\t';
   }
 
   // Undoes FastRow's row (its values were appended last) and hands the row to ParseRow.
   const char* Decline(const char* p) {
     TruncateRows(out_, out_->rows, row_bytes_);
     return p;
+  }
+
+  // The number token [s, q), scanned to `dec`, encoded to the target dtype: the inlined fast
+  // encoders, else the exact general one.
+  Encoded EncodeToken(const Decimal& dec, const char* s, const char* q) const {
+    Encoded enc;
+    if (!FastEncode(dec, &enc)) {
+      enc = Encode(p_.dtype, dec, std::string_view(s, static_cast<std::size_t>(q - s)));
+    }
+    return enc;
   }
 
   bool FastEncode(const Decimal& d, Encoded* out) const {
