@@ -369,9 +369,11 @@ def test_bad_input_names_the_place_and_leaves_nothing(embstore_bin, tmp_path, co
 
 @pytest.mark.parametrize("data,message", [
     (b"2 2\nab " + struct.pack("<2f", 1, 2) + b"\ncd " + struct.pack("<f", 1),
-     "row 2 'cd': expected 8 bytes of values, the file ends after 4"),
+     "v.bin: word2vec-binary row 2 (byte 16) 'cd': expected 8 bytes of values (2 float32), "
+     "the file ends after 4"),
     (b"1 2\nab " + struct.pack("<2f", 1, 2) + b"\nextra", "continues after the 1 rows"),
-    (b"1 2\n\xff\xfe " + struct.pack("<2f", 1, 2), "key is not valid UTF-8"),
+    (b"1 2\n\xff\xfe " + struct.pack("<2f", 1, 2),
+     "v.bin: word2vec-binary row 1 (byte 4): key is not valid UTF-8"),
 ])
 def test_bad_word2vec_binary(embstore_bin, tmp_path, data, message):
     src = write(tmp_path / "v.bin", data)

@@ -203,10 +203,18 @@ class Converter {
   std::string Where(std::uint64_t line, std::uint64_t col) const {
     return in_->display_name() + ":" + std::to_string(line) + ":" + std::to_string(col);
   }
+  // Positions in word2vec-binary input, which has no lines: the row (0-based here, 1-based in
+  // the message) and the byte offset of its first byte in the (decompressed) input.
+  std::string BinaryWhere(std::uint64_t row, std::uint64_t byte) const {
+    return in_->display_name() + ": word2vec-binary row " + std::to_string(row + 1) +
+           " (byte " + std::to_string(byte) + ")";
+  }
   bool ReportProgress() {
     if (!o_.progress) return true;
     std::uint64_t total = in_->stored_size();
-    std::uint64_t done = in_->gzip() ? in_->consumed() : chunker_->text_bytes();
+    std::uint64_t done = in_->gzip()                                ? in_->consumed()
+                         : format_ == InputFormat::kWord2VecBinary ? stats_.input_bytes
+                                                                    : chunker_->text_bytes();
     return o_.progress(done, total);
   }
 
@@ -232,7 +240,13 @@ class Converter {
   std::deque<std::string> key_arena_;
   std::size_t arena_used_ = 0;
   std::unordered_map<std::string_view, std::uint64_t> key_rows_;
-  std::vector<std::uint64_t> row_lines_;  // line of each output row (keyed formats)
+  std::vector<std::uint64_t> row_lines_;  // line of each output row (keyed formats); for
+                                          // word2vec-binary its 1-based input row
+  // word2vec-binary: byte offset of the first row, input row of the batch's first row, and
+  // the byte offset of each row of the batch.
+  std::uint64_t binary_start_ = 0;
+  std::uint64_t binary_row_first_ = 0;
+  std::vector<std::uint64_t> binary_row_offsets_;
   std::vector<std::byte> row_scratch_;
 };
 
@@ -425,6 +439,7 @@ Status Converter::Sniff(std::string_view line, const char* after) {
     dim_line_ = line_no;
     if (format_ == InputFormat::kWord2VecBinary) {
       chunker_->StartRawAfter(first_, after);
+      binary_start_ = first_.end_offset - static_cast<std::uint64_t>(first_.text.end - after);
       lines_before_ += 1;
       return Status::OK();
     }
@@ -542,7 +557,9 @@ Status Converter::AppendKeyedRows(const ChunkResult& r) {
   for (std::uint64_t i = 0; i < r.rows; ++i) {
     std::uint32_t kb = i == 0 ? 0 : r.key_ends[i - 1];
     std::string_view key(r.keys.data() + kb, r.key_ends[i] - kb);
-    const std::uint64_t line = lines_before_ + r.row_line[i] + 1;
+    const bool binary = format_ == InputFormat::kWord2VecBinary;
+    const std::uint64_t line =
+        binary ? binary_row_first_ + r.row_line[i] + 1 : lines_before_ + r.row_line[i] + 1;
     auto it = key_rows_.find(key);
     if (it == key_rows_.end()) {
       // Copy the key into the arena (stable storage for the map's string_views).
@@ -566,6 +583,12 @@ Status Converter::AppendKeyedRows(const ChunkResult& r) {
     const std::uint64_t first_row = it->second;
     switch (o_.on_duplicate_key) {
       case DuplicateKeyPolicy::kError:
+        if (binary) {
+          return Status::Corruption(BinaryWhere(line - 1, binary_row_offsets_[i]) +
+                                    ": duplicate key " + Quote(key) + " (first at row " +
+                                    std::to_string(row_lines_[first_row]) +
+                                    "; use --on-duplicate-key=first or last)");
+        }
         return Status::Corruption(Where(line, 1) + ": duplicate key " + Quote(key) +
                                   " (first on line " + std::to_string(row_lines_[first_row]) +
                                   "; use --on-duplicate-key=first or last)");
@@ -734,10 +757,15 @@ Status Converter::RunBinary() {
   stats_.threads = 1;
   const std::uint64_t dim = stats_.dim;
   const std::size_t vec_bytes = static_cast<std::size_t>(dim) * 4;
-  std::vector<char> buf(1 << 20);
+  const std::size_t row_bytes = writer_->row_bytes();
+  // The input after the header is read into `buf` and consumed from `pos`; fill(n) makes n bytes
+  // available from pos (fewer only at the end of the input). A refill moves the unread bytes to
+  // the front of the buffer, so no pointer into it survives a fill(): rows are copied out of it
+  // (key and values) before the next one is read.
+  std::vector<char> buf(std::max<std::size_t>(o_.chunk_bytes != 0 ? o_.chunk_bytes : 1u << 20,
+                                              64));
   std::size_t have = 0;
   std::size_t pos = 0;
-  std::uint64_t offset = 0;  // byte offset in the text after the header (for messages)
   bool eof = false;
   auto fill = [&](std::size_t need) -> Status {
     if (have - pos >= need || eof) return Status::OK();
@@ -753,11 +781,33 @@ Status Converter::RunBinary() {
     }
     return Status::OK();
   };
-  const std::string where = in_->display_name();
+  // Byte offset (in the decompressed input) of buf[pos]; messages name it with the row number.
+  std::uint64_t offset = binary_start_;
+  auto at = [&](std::uint64_t row, std::uint64_t byte) {
+    return BinaryWhere(row, byte);
+  };
   std::vector<float> values(dim);
-  std::vector<std::byte> encoded(static_cast<std::size_t>(dim) * DTypeSize(o_.dtype));
-  ChunkResult r;  // reused for the keyed-row logic
-  r.values.resize(encoded.size());
+  // Rows are handed to the keyed-row logic (duplicates, key order) in batches of ~4 MiB.
+  const std::uint64_t batch_rows =
+      std::clamp<std::uint64_t>((4u << 20) / std::max<std::size_t>(row_bytes, 1), 1, 65536);
+  ChunkResult r;
+  r.values.resize(static_cast<std::size_t>(batch_rows) * row_bytes);
+  binary_row_first_ = 0;
+  binary_row_offsets_.clear();
+  auto flush = [&]() -> Status {
+    if (r.rows == 0) return Status::OK();
+    EMBSTORE_RETURN_NOT_OK(AppendKeyedRows(r));
+    rows_parsed_ += r.rows;
+    binary_row_first_ += r.rows;
+    r.rows = 0;
+    r.keys.clear();
+    r.key_ends.clear();
+    r.row_line.clear();
+    binary_row_offsets_.clear();
+    // A mapped input's pages behind this point are not read again (keeps RSS bounded).
+    if (!in_->gzip()) in_->ReleaseMapped(offset > 4096 ? offset - 4096 : 0);
+    return Status::OK();
+  };
   for (std::uint64_t row = 0; row < header_->count; ++row) {
     // gensim skips line breaks before a token; so does the original word2vec writer's reader.
     for (;;) {
@@ -769,73 +819,90 @@ Status Converter::RunBinary() {
       }
       break;
     }
+    const std::uint64_t row_offset = offset;
+    // The token runs to the first space; look for it in what the buffer holds, reading more
+    // until it shows up (a token is at most kMaxKeyBytes bytes).
     std::size_t key_len = 0;
     for (;;) {
+      const void* sp = std::memchr(buf.data() + pos + key_len, ' ', have - pos - key_len);
+      if (sp != nullptr) {
+        key_len = static_cast<std::size_t>(static_cast<const char*>(sp) - (buf.data() + pos));
+        break;
+      }
+      key_len = have - pos;
+      if (key_len > kMaxKeyBytes) break;
+      if (eof) break;
       EMBSTORE_RETURN_NOT_OK(fill(key_len + 1));
-      if (pos + key_len >= have) {
-        return Status::Corruption(where + ": word2vec-binary row " + std::to_string(row + 1) +
-                                  " of " + std::to_string(header_->count) + " (byte " +
-                                  std::to_string(offset) + " after the header): the file ends " +
-                                  "inside the token (header count too large, or truncated)");
-      }
-      if (buf[pos + key_len] == ' ') break;
-      if (++key_len > kMaxKeyBytes) {
-        return Status::Corruption(where + ": word2vec-binary row " + std::to_string(row + 1) +
-                                  " (byte " + std::to_string(offset) + " after the header): no " +
-                                  "space after a token of " + std::to_string(kMaxKeyBytes) +
-                                  " bytes: " + Quote(std::string_view(buf.data() + pos, 40)));
-      }
     }
-    std::string_view key(buf.data() + pos, key_len);
+    if (key_len > kMaxKeyBytes) {
+      return Status::Corruption(at(row, row_offset) + ": no space after a token of " +
+                                std::to_string(kMaxKeyBytes) + " bytes: " +
+                                Quote(std::string_view(buf.data() + pos, 40)) +
+                                " (keys may not be longer; is the header's dim right?)");
+    }
+    if (pos + key_len >= have) {
+      return Status::Corruption(at(row, row_offset) + ": the file ends inside the token" +
+                                (key_len ? " " + Quote(std::string_view(buf.data() + pos,
+                                                                        key_len))
+                                         : std::string()) +
+                                "; the header " + Quote(header_->text) + " announces " +
+                                std::to_string(header_->count) +
+                                " rows (header count too large, or the file is truncated)");
+    }
+    EMBSTORE_RETURN_NOT_OK(fill(key_len + 1 + vec_bytes));
+    // Only now, after the last fill of this row, may views into the buffer be taken.
+    const std::string_view key(buf.data() + pos, key_len);
     std::size_t bad = 0;
     if (key_len == 0 || !convert::ValidUtf8(key, &bad)) {
-      return Status::Corruption(where + ": word2vec-binary row " + std::to_string(row + 1) +
-                                " (byte " + std::to_string(offset) + " after the header): key " +
+      return Status::Corruption(at(row, row_offset) + ": key " +
                                 (key_len == 0 ? "is empty" : "is not valid UTF-8: ") +
                                 (key_len == 0 ? "" : Quote(key)));
     }
-    EMBSTORE_RETURN_NOT_OK(fill(key_len + 1 + vec_bytes));
     if (have - pos < key_len + 1 + vec_bytes) {
-      return Status::Corruption(where + ": word2vec-binary row " + std::to_string(row + 1) +
-                                " " + Quote(key) + ": expected " + std::to_string(vec_bytes) +
-                                " bytes of values, the file ends after " +
+      return Status::Corruption(at(row, row_offset) + " " + Quote(key) + ": expected " +
+                                std::to_string(vec_bytes) + " bytes of values (" +
+                                std::to_string(dim) + " float32), the file ends after " +
                                 std::to_string(have - pos - key_len - 1));
     }
-    std::memcpy(values.data(), buf.data() + pos + key_len + 1, vec_bytes);
+    const char* vec = buf.data() + pos + key_len + 1;
+    std::byte* dst = r.values.data() + static_cast<std::size_t>(r.rows) * row_bytes;
     if (o_.dtype == DType::kF32) {
-      std::memcpy(encoded.data(), values.data(), vec_bytes);
+      std::memcpy(dst, vec, vec_bytes);
     } else {
-      auto over = ConvertFromF32(o_.dtype, values, encoded, o_.on_overflow);
+      std::memcpy(values.data(), vec, vec_bytes);
+      auto over = ConvertFromF32(o_.dtype, values, std::span<std::byte>(dst, row_bytes),
+                                 o_.on_overflow);
       if (over.has_value()) {
-        return Status::Corruption(where + ": word2vec-binary row " + std::to_string(row + 1) +
-                                  " " + Quote(key) + ", value " + std::to_string(*over + 1) +
-                                  " (" + std::to_string(values[*over]) + ") is out of range for " +
+        return Status::Corruption(at(row, row_offset) + " " + Quote(key) + ", value " +
+                                  std::to_string(*over + 1) + " (" +
+                                  std::to_string(values[*over]) + ") is out of range for " +
                                   std::string(DTypeName(o_.dtype)) +
                                   " (use --on-overflow=inf to store it as infinity)");
       }
     }
-    // Reuse the keyed-row path (duplicates, key order) with a one-row result.
-    r.rows = 1;
-    r.keys.assign(key.data(), key.size());
-    r.key_ends.assign(1, static_cast<std::uint32_t>(key.size()));
-    r.row_line.assign(1, 0);
-    std::memcpy(r.values.data(), encoded.data(), encoded.size());
-    lines_before_ = header_->line;  // messages for binary rows point at the header line
-    EMBSTORE_RETURN_NOT_OK(AppendKeyedRows(r));
+    r.keys.append(key.data(), key.size());
+    r.key_ends.push_back(static_cast<std::uint32_t>(r.keys.size()));
+    r.row_line.push_back(static_cast<std::uint32_t>(r.rows));
+    binary_row_offsets_.push_back(row_offset);
+    ++r.rows;
     pos += key_len + 1 + vec_bytes;
     offset += key_len + 1 + vec_bytes;
-    ++rows_parsed_;
-    if ((row & 0xfff) == 0 && !ReportProgress()) return Status::Cancelled("conversion cancelled");
+    stats_.input_bytes = offset;
+    if (r.rows == batch_rows) {
+      EMBSTORE_RETURN_NOT_OK(flush());
+      if (!ReportProgress()) return Status::Cancelled("conversion cancelled");
+    }
   }
+  EMBSTORE_RETURN_NOT_OK(flush());
   // Only line breaks may follow the last row.
   for (;;) {
     EMBSTORE_RETURN_NOT_OK(fill(1));
     if (pos >= have) break;
     if (buf[pos] != '\n' && buf[pos] != '\r') {
-      return Status::Corruption(where + ": word2vec-binary data continues after the " +
+      return Status::Corruption(in_->display_name() + ": byte " + std::to_string(offset) +
+                                ": word2vec-binary data continues after the " +
                                 std::to_string(header_->count) + " rows the header " +
-                                Quote(header_->text) + " announces (byte " +
-                                std::to_string(offset) + " after the header)");
+                                Quote(header_->text) + " announces");
     }
     ++pos;
     ++offset;

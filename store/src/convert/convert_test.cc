@@ -5,6 +5,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -133,6 +134,135 @@ TEST_F(ConvertTest, ReadsWord2VecBinary) {
   EXPECT_EQ(ReadAll(Out()), (std::vector<float>{1.5f, -2, 3.25f, 0, 1e-3f, 7}));
   auto t = Table::Open(Out());
   EXPECT_EQ((*t)->Key(1), "w\xc3\xb6rld");
+}
+
+// word2vec-binary rows of varying key length (1 to 40 bytes, ASCII and multi-byte UTF-8),
+// with and without the line break after each vector: rows end up straddling the read buffer at
+// every offset (inside keys, on the separator, inside vectors) when the buffer is small.
+struct BinaryRows {
+  std::string data;
+  std::vector<std::string> keys;
+  std::vector<float> values;
+};
+BinaryRows MakeBinaryRows(int rows, int dim, bool newline_after_vector) {
+  BinaryRows b;
+  b.data = std::to_string(rows) + " " + std::to_string(dim) + "\n";
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> val(-4, 4);
+  for (int i = 0; i < rows; ++i) {
+    std::string key = "k" + std::to_string(i);
+    const int pad = i % 40;
+    for (int j = 0; j < pad; ++j) key += (j % 7 == 3 && j + 1 < pad) ? "\xc3\xa9" : "x";
+    if (i % 11 == 5) key = "\xe6\x97\xa5\xe6\x9c\xac" + key;  // non-ASCII start
+    b.keys.push_back(key);
+    b.data += key + " ";
+    for (int c = 0; c < dim; ++c) {
+      // Values whose bytes include '\n', ' ' and '\r' (0x0a, 0x20, 0x0d) now and then.
+      float v = (c % 5 == 0) ? std::bit_cast<float>(0x0a200d0au + static_cast<unsigned>(i))
+                             : val(rng);
+      b.values.push_back(v);
+      b.data.append(reinterpret_cast<const char*>(&v), 4);
+    }
+    if (newline_after_vector) b.data += "\n";
+  }
+  return b;
+}
+
+TEST_F(ConvertTest, Word2VecBinaryRowsStraddlingEveryBufferBoundary) {
+  for (bool newline : {true, false}) {
+    BinaryRows b = MakeBinaryRows(300, 5, newline);
+    std::string in = Write("b.bin", b.data);
+    for (std::size_t chunk : {1u, 7u, 24u, 25u, 31u, 64u, 97u, 4096u, 0u}) {
+      ConvertOptions o;
+      o.chunk_bytes = chunk;
+      o.overwrite = true;
+      // Detection looks at the bytes after the header in the first chunk; tiny chunks hold none.
+      if (chunk != 0 && chunk < 4096) o.format = InputFormat::kWord2VecBinary;
+      auto r = Conv(in, Out(), o);
+      ASSERT_TRUE(r.ok()) << "chunk " << chunk << ": " << r.status().ToString();
+      EXPECT_EQ(r->format, InputFormat::kWord2VecBinary);
+      EXPECT_EQ(r->input_bytes, b.data.size());
+      auto got = ReadAll(Out());
+      ASSERT_EQ(got.size(), b.values.size());
+      EXPECT_EQ(std::memcmp(got.data(), b.values.data(), got.size() * 4), 0)
+          << "chunk " << chunk << " newline " << newline;
+      auto t = Table::Open(Out());
+      ASSERT_TRUE(t.ok());
+      for (std::size_t i = 0; i < b.keys.size(); ++i) {
+        ASSERT_EQ((*t)->Key(i), b.keys[i]) << "row " << i << " chunk " << chunk;
+      }
+    }
+  }
+}
+
+TEST_F(ConvertTest, Word2VecBinaryFromGzipAndStdinMatchesThePlainFile) {
+  BinaryRows b = MakeBinaryRows(2000, 64, false);  // ~0.6 MB: several refills of the reader
+  std::string plain = Write("b.bin", b.data);
+  std::string gz = WriteGzip("b.bin.gz", b.data);
+  ASSERT_TRUE(Conv(plain, Out("plain.emb")).ok());
+  auto r = Conv(gz, Out("gz.emb"));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->gzip);
+  // Standard input: the file on fd 0 for the duration of the call.
+  int saved = ::dup(0);
+  FILE* f = std::fopen(plain.c_str(), "rb");
+  ASSERT_NE(f, nullptr);
+  ::dup2(::fileno(f), 0);
+  auto rs = Conv("-", Out("stdin.emb"));
+  ::dup2(saved, 0);
+  ::close(saved);
+  std::fclose(f);
+  ASSERT_TRUE(rs.ok()) << rs.status().ToString();
+  for (const char* name : {"plain.emb", "gz.emb", "stdin.emb"}) {
+    auto got = ReadAll(Out(name));
+    ASSERT_EQ(got.size(), b.values.size()) << name;
+    EXPECT_EQ(std::memcmp(got.data(), b.values.data(), got.size() * 4), 0) << name;
+    auto t = Table::Open(Out(name));
+    ASSERT_TRUE(t.ok());
+    EXPECT_EQ((*t)->Key(1999), b.keys[1999]) << name;
+    EXPECT_EQ((*t)->FindKey(b.keys[1234]), 1234u) << name;
+  }
+}
+
+TEST_F(ConvertTest, Word2VecBinaryErrorsNameRowAndByteOffset) {
+  BinaryRows b = MakeBinaryRows(50, 4, true);
+  // Row 31 (1-based) repeats the key of row 3.
+  std::string data = "50 4\n";
+  std::uint64_t dup_offset = 0;
+  for (int i = 0; i < 50; ++i) {
+    if (i == 30) dup_offset = data.size();
+    data += (i == 30 ? b.keys[2] : b.keys[i]) + " ";
+    data.append(reinterpret_cast<const char*>(b.values.data() + i * 4), 16);
+    data += "\n";
+  }
+  auto r = Conv(Write("dup.bin", data), Out(), ConvertOptions{});
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("dup.bin: word2vec-binary row 31 (byte " +
+                                      std::to_string(dup_offset) + "): duplicate key '" +
+                                      b.keys[2] + "' (first at row 3"),
+            std::string::npos)
+      << r.status().message();
+  // First wins: the duplicate row is dropped and every other row keeps its own vector.
+  ConvertOptions first;
+  first.on_duplicate_key = DuplicateKeyPolicy::kFirst;
+  first.chunk_bytes = 13;
+  r = Conv(Write("dup.bin", data), Out(), first);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto got = ReadAll(Out());
+  ASSERT_EQ(got.size(), 49u * 4);
+  EXPECT_EQ(std::memcmp(got.data(), b.values.data(), 30 * 16), 0);
+  EXPECT_EQ(std::memcmp(got.data() + 30 * 4, b.values.data() + 31 * 4, 19 * 16), 0);
+
+  // Truncated inside a vector: the row, its byte offset and how many bytes were left.
+  std::string cut = b.data.substr(0, b.data.size() - 10);
+  r = Conv(Write("cut.bin", cut), Out("cut.emb"));
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("cut.bin: word2vec-binary row 50 (byte "),
+            std::string::npos)
+      << r.status().message();
+  EXPECT_NE(r.status().message().find("expected 16 bytes of values"), std::string::npos)
+      << r.status().message();
+  EXPECT_TRUE(Leftovers().empty() || Leftovers() == std::vector<std::string>{"out.emb"});
 }
 
 TEST_F(ConvertTest, ReadsGzipInput) {
