@@ -1,27 +1,73 @@
 #!/usr/bin/env bash
-# Sets up, builds (dev preset) and runs every test: C++ through ctest, Python through pytest.
-# Exit status is non-zero if any suite fails. Extra arguments go to pytest.
+# Sets up, builds (dev preset) and runs every test suite: C++ through ctest, the converter's fuzz
+# smoke run, Python through pytest. Every suite runs even when an earlier one fails; the script
+# ends with a summary of each suite and exits non-zero if any failed. Extra arguments go to pytest.
 # EMBSTORE_SKIP_FUZZ=1 skips the converter's fuzz smoke run.
-set -euo pipefail
+set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
-bash scripts/setup.sh
-bash scripts/build.sh dev
-echo "test: refreshing the Python package's native module"
-.venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e python
 
-status=0
-echo "test: ctest"
-ctest --preset dev || status=1
-if [[ "${EMBSTORE_SKIP_FUZZ:-0}" != 1 ]] && command -v clang++ >/dev/null; then
-  # A bounded libFuzzer run of the converter's parser under ASan+UBSan (docs/CONVERT.md).
-  echo "test: converter fuzz smoke run (clang, libFuzzer, ASan+UBSan)"
-  if [[ ! -f build/fuzz/build.ninja ]]; then
-    CC=clang CXX=clang++ cmake --preset asan -B build/fuzz -DEMBSTORE_BUILD_FUZZ=ON >/dev/null
+declare -a names=() results=()
+# run NAME COMMAND...: runs one step, records whether it passed, never stops the script.
+run() {
+  local name="$1"
+  shift
+  echo "test: == $name"
+  if "$@"; then
+    results+=("passed")
+  else
+    results+=("FAILED (exit $?)")
   fi
-  cmake --build build/fuzz --target convert_fuzz
-  ctest --test-dir build/fuzz -R convert_fuzz_smoke --output-on-failure || status=1
+  names+=("$name")
+}
+summary() {
+  local failed=0
+  echo
+  echo "test: summary"
+  for i in "${!names[@]}"; do
+    printf 'test:   %-28s %s\n' "${names[$i]}" "${results[$i]}"
+    [[ ${results[$i]} == passed ]] || failed=1
+  done
+  return $failed
+}
+step_ok() { [[ ${results[-1]} == passed ]]; }
+
+run "setup" env EMBSTORE_SETUP_SKIP_PACKAGE=1 bash scripts/setup.sh
+if ! step_ok; then summary; exit 1; fi  # nothing can build without the packages
+
+run "build (dev preset)" bash scripts/build.sh dev
+built=0
+step_ok && built=1
+
+if ((built)); then
+  run "ctest" ctest --preset dev
+else
+  names+=("ctest"); results+=("FAILED (not run: the build failed)")
 fi
-echo "test: pytest"
-EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv/bin/python -m pytest tests/python "$@" || status=1
-exit $status
+
+fuzz_smoke() {
+  # A bounded libFuzzer run of the converter's parser under ASan+UBSan (docs/CONVERT.md).
+  if [[ ! -f build/fuzz/build.ninja ]]; then
+    CC=clang CXX=clang++ cmake --preset asan -B build/fuzz -DEMBSTORE_BUILD_FUZZ=ON >/dev/null ||
+      return 1
+  fi
+  cmake --build build/fuzz --target convert_fuzz &&
+    ctest --test-dir build/fuzz -R convert_fuzz_smoke --output-on-failure
+}
+if [[ "${EMBSTORE_SKIP_FUZZ:-0}" == 1 ]]; then
+  names+=("fuzz smoke"); results+=("passed (skipped: EMBSTORE_SKIP_FUZZ=1)")
+else
+  run "fuzz smoke (clang, ASan)" fuzz_smoke
+fi
+
+python_package() {
+  # The package's native module, rebuilt from this tree after every C++ change.
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
+    -e python
+}
+run "python package" python_package
+# pytest runs even when the package or the C++ build failed: the suites that do not need them
+# still say something, and the failures name what is missing.
+run "pytest" env EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv/bin/python -m pytest tests/python "$@"
+
+summary
