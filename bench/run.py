@@ -188,7 +188,7 @@ def machine_description(build):
     import embstore
     versions["embstore"] = getattr(embstore, "__version__", "unknown")
     info["versions"] = versions
-    info["embstore_active_kernel"] = embstore.active_kernel()
+    info["embstore_active_kernel"] = embstore.active_kernel
     with contextlib.suppress(Exception):
         info["git_commit"] = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short",
                                              "HEAD"], capture_output=True, text=True).stdout.strip()

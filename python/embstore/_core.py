@@ -5,7 +5,7 @@ import re
 import numpy as np
 
 from ._loader import _native
-from .errors import InvalidArgumentError, MissingKeysError, NotFoundError
+from .errors import CancelledError, InvalidArgumentError, MissingKeysError, NotFoundError
 
 ALIGNMENT = 64
 _TARGET = re.compile(r"^(unix:.+|dns:.+|[A-Za-z0-9.\-_]+:\d+|\[[0-9a-fA-F:]+\]:\d+)$")
@@ -147,7 +147,7 @@ class Source:
         if self.kind == "server":
             return self._client.load_into(table, out, begin, end, streams, to_f32, timeout or 0.0,
                                           local, verify, progress)
-        self._local(table).read_into(begin, end, out, to_f32, verify)
+        self._local(table).read_into(begin, end, out, to_f32, verify, timeout or 0.0, progress)
         return None
 
     def view(self, table=None):
@@ -176,6 +176,9 @@ class Source:
         return found, self.view(table)[row_of[found]]
 
     def keys(self, table=None, begin=0, end=None):
+        desc = self.describe(table)
+        if not desc["has_keys"]:
+            raise InvalidArgumentError(f"table {desc['name']!r} has no keys")
         if self.kind == "sharded":
             self._check_sharded_name(table)
             return self._client.keys(begin, end)
@@ -196,22 +199,102 @@ def _row_range(rows, nrows):
         begin, end = rows
     except (TypeError, ValueError):
         raise InvalidArgumentError(f"rows= must be (begin, end) or a slice, not {rows!r}") from None
-    begin, end = int(begin), int(end)
+    try:
+        begin, end = int(begin), int(end)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"rows= must be two integers (begin, end), not {rows!r}") \
+            from None
+    if begin > end:
+        raise InvalidArgumentError(f"rows=({begin}, {end}): begin is after end")
     if not 0 <= begin <= end <= nrows:
         raise InvalidArgumentError(f"rows=({begin}, {end}) is outside the table's {nrows} rows")
     return begin, end
 
 
+# Spellings of the dtypes a load can produce: numpy's, the CLI's and the table format's.
+_DTYPE_NAMES = {
+    "float32": "F32", "f32": "F32", "F32": "F32", "float": "F32",
+    "float16": "F16", "f16": "F16", "F16": "F16", "half": "F16",
+    "bfloat16": "BF16", "bf16": "BF16", "BF16": "BF16",
+}
+
+
+def _table_dtype_of(dtype):
+    """The table dtype name ("F32", "F16", "BF16") a dtype= argument asks for; None: native."""
+    if dtype is None or (isinstance(dtype, str) and dtype == "native"):
+        return None
+    if isinstance(dtype, str):
+        name = _DTYPE_NAMES.get(dtype)
+    else:
+        try:
+            npd = np.dtype(dtype)
+        except TypeError:
+            npd = None
+        name = {np.dtype(np.float32): "F32", np.dtype(np.float16): "F16"}.get(npd)
+        if name is None and npd is not None and npd.name == "bfloat16":
+            name = "BF16"
+    if name is None:
+        raise InvalidArgumentError(
+            f"dtype={dtype!r} is not a dtype embstore loads: use 'float32' (or 'f32'), 'float16' "
+            f"('f16'), 'bfloat16' ('bf16'), or 'native' for the table's stored dtype")
+    return name
+
+
 def _target_dtype(dtype, stored):
-    if dtype in (None, "native"):
-        return numpy_dtype(stored), False
-    want = np.dtype(dtype) if not (isinstance(dtype, str) and dtype == "bfloat16") else _bfloat16()
-    if want == np.float32:
-        return want, stored != "F32"
-    if want == numpy_dtype(stored):
-        return want, False
-    raise InvalidArgumentError(
-        f"dtype={dtype!r}: a {stored} table loads as float32 or as its own dtype ('native')")
+    """(numpy dtype of the result, how to read: "native", "f32" or "narrow")."""
+    want = _table_dtype_of(dtype)
+    if want is None or want == stored:
+        return numpy_dtype(stored), "native"
+    if want == "F32":
+        return np.dtype(np.float32), "f32"
+    return numpy_dtype(want), "narrow"  # F32 -> F16/BF16, F16 <-> BF16: through float32
+
+
+_NARROW_CHUNK_BYTES = 16 << 20
+
+
+def _read_narrowed(src, table, begin, end, out, desc, *, progress=None, **read_kwargs):
+    """Rows [begin, end) into `out` (float16 or bfloat16) through float32 pieces of 16 MiB.
+    A finite value too large for the target dtype is an error, as in `embstore convert`."""
+    dim = desc["dim"]
+    step = max(1, _NARROW_CHUNK_BYTES // (4 * max(1, dim)))
+    scratch = aligned_empty((min(step, max(1, end - begin)), dim), np.float32)
+    row_bytes = dim * out.dtype.itemsize
+    for r in range(begin, end, step):
+        e = min(end, r + step)
+        piece = scratch[:e - r]
+        src.read_rows(table, r, e, piece, True, **read_kwargs)
+        with np.errstate(over="ignore"):
+            narrow = piece.astype(out.dtype)
+        bad = np.isinf(narrow) & np.isfinite(piece)
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise InvalidArgumentError(
+                f"table {desc['name']!r} row {r + int(i)}, column {int(j)} holds "
+                f"{float(piece[i, j])!r}, which is out of range for {out.dtype.name}; load it "
+                f"as float32")
+        out[r - begin:e - begin] = narrow
+        if progress is not None and progress((e - begin) * row_bytes,
+                                             (end - begin) * row_bytes) is False and e < end:
+            raise CancelledError(f"loading table {desc['name']!r} was cancelled by the progress "
+                                 f"callback")
+
+
+def _check_keys(keys):
+    if isinstance(keys, (str, bytes)):
+        raise InvalidArgumentError(
+            f"keys= takes a list of strings, not a single {type(keys).__name__} ({keys!r})")
+    try:
+        keys = list(keys)
+    except TypeError:
+        raise InvalidArgumentError(
+            f"keys= takes a list of strings, not {type(keys).__name__}") from None
+    for i, k in enumerate(keys):
+        if not isinstance(k, str):
+            raise InvalidArgumentError(
+                f"keys= takes strings; keys[{i}] is {type(k).__name__} {k!r} (to load rows by "
+                f"number, use rows=)")
+    return keys
 
 
 def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="float32", copy=True,
@@ -225,13 +308,15 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     keys: load these keys' rows, in this order, instead of a row range (the trainer's vocabulary
         order). Keys the table lacks are handled by `missing`: "error" raises MissingKeysError,
         "zeros" fills zeros, a callable f(missing_keys, dim) returns their rows.
-    dtype: "float32" (default; F16/BF16 are converted) or "native" for the stored dtype.
+    dtype: "float32" (default; F16/BF16 are converted exactly), "float16" or "bfloat16" (an F32
+        table is rounded to nearest; a finite value out of range is an error), or "native" for
+        the stored dtype. The CLI's spellings "f32", "f16", "bf16" and numpy dtypes work too.
     copy: False returns a read-only zero-copy view of a local file's matrix (stored dtype).
     streams: parallel streams from a server (0: the client's default).
-    timeout: seconds for the whole load (None: no limit).
+    timeout: seconds for the whole load (None: no limit), for every source.
     verify: check block checksums of local reads too (streamed chunks are always checked).
-    progress: callable(done_bytes, total_bytes), called a few times a second; return False to
-        cancel.
+    progress: callable(done_bytes, total_bytes), called a few times a second and once at the end,
+        for every source; return False to cancel (CancelledError).
     local: read a server's table straight from its file when that file is on this host.
     Connection keywords for servers: token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
     rpc_timeout, and load_balancing ("pick_first" or "round_robin", for a "dns:///" target that
@@ -242,22 +327,37 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     src = Source.resolve(source, **connect)
     desc = src.describe(table)
     name = desc["name"]
-    out_dtype, to_f32 = _target_dtype(dtype, desc["dtype"])
+    out_dtype, how = _target_dtype(dtype, desc["dtype"])
+    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+        raise InvalidArgumentError(f"timeout= must be a positive number of seconds, not "
+                                   f"{timeout!r}")
+    if progress is not None and not callable(progress):
+        raise InvalidArgumentError("progress= must be a callable(done_bytes, total_bytes)")
     if not copy:
-        if keys is not None or to_f32:
+        if keys is not None or how != "native":
             raise InvalidArgumentError(
                 "copy=False returns the stored matrix as it is: no keys= and dtype='native' "
                 f"(the table holds {desc['dtype']})")
         begin, end = _row_range(rows, desc["rows"])
         return src.view(table)[begin:end]
+    tname = name if src.kind != "file" else table
     if keys is not None:
-        return _load_keys(src, name if src.kind != "file" else table, desc, list(keys), missing,
-                          out_dtype)
+        if rows is not None:
+            raise InvalidArgumentError("give rows= or keys=, not both")
+        keys = _check_keys(keys)
+        if not desc["has_keys"]:
+            raise InvalidArgumentError(
+                f"table {name!r} has no keys (it was converted from a matrix without tokens), "
+                f"so keys= cannot look rows up; load rows= instead")
+        return _load_keys(src, tname, desc, keys, missing, out_dtype)
     begin, end = _row_range(rows, desc["rows"])
     out = aligned_empty((end - begin, desc["dim"]), out_dtype)
-    src.read_rows(name if src.kind != "file" else table, begin, end, out, to_f32,
-                  streams=streams, timeout=timeout or 0.0, verify=verify, progress=progress,
-                  local=local)
+    kw = dict(streams=streams, timeout=timeout or 0.0, verify=verify, progress=progress,
+              local=local)
+    if how == "narrow":
+        _read_narrowed(src, tname, begin, end, out, desc, **kw)
+    else:
+        src.read_rows(tname, begin, end, out, how == "f32", **kw)
     return out
 
 

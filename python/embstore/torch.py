@@ -11,7 +11,7 @@ import os
 
 import torch
 
-from ._core import Source
+from ._core import Source, _read_narrowed, _row_range, _target_dtype
 from .errors import InvalidArgumentError
 
 __all__ = ["embedding", "from_file", "load_into"]
@@ -19,6 +19,7 @@ __all__ = ["embedding", "from_file", "load_into"]
 DEFAULT_CHUNK_BYTES = 64 << 20
 
 _TORCH_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloat16}
+_TABLE_DTYPES = {v: k for k, v in _TORCH_DTYPES.items()}
 
 
 def _connect_kwargs(kwargs):
@@ -34,43 +35,53 @@ def _table_arg(src, table):
 def load_into(tensor, source, table=None, *, rows=None, chunk_rows=None, **load_kwargs):
     """Fills `tensor` ([rows, dim], float32 / float16 / bfloat16, any device) with table rows.
 
-    rows: (begin, end) of the table; default all rows. Returns the tensor.
+    rows: (begin, end) or a slice of the table; default all rows. Returns the tensor.
+    A float32 tensor takes any table exactly; a float16 or bfloat16 tensor takes its own dtype
+    as stored, or narrower-rounded values of other dtypes (a finite value out of range is an
+    error).
     """
+    if not isinstance(tensor, torch.Tensor):
+        raise InvalidArgumentError(f"load_into fills a torch.Tensor, not {type(tensor).__name__}")
     src = Source.resolve(source, **_connect_kwargs(load_kwargs))
+    read_kwargs = _read_kwargs(load_kwargs)
     desc = src.describe(table)
     name = _table_arg(src, table)
-    begin, end = rows if rows is not None else (0, desc["rows"])
+    begin, end = _row_range(rows, desc["rows"])
     want = (end - begin, desc["dim"])
     if tuple(tensor.shape) != want:
         raise InvalidArgumentError(f"tensor has shape {list(tensor.shape)}, but table "
                                    f"{desc['name']!r} rows [{begin}, {end}) are {list(want)}")
-    stored = _TORCH_DTYPES[desc["dtype"]]
-    if tensor.dtype == torch.float32:
-        to_f32 = stored != torch.float32
-    elif tensor.dtype == stored:
-        to_f32 = False
-    else:
-        raise InvalidArgumentError(f"a {desc['dtype']} table fills float32 or {stored} tensors, "
-                                   f"not {tensor.dtype}")
-    if tensor.device.type == "cpu" and tensor.is_contiguous():
-        # Write straight into the tensor's memory, viewed as bytes.
-        with torch.no_grad():
-            flat = tensor.detach().view(torch.uint8) if tensor.dtype != torch.uint8 else tensor
-            out = flat.numpy().reshape(want[0], -1)
-            src.read_rows(name, begin, end, out, to_f32, **_read_kwargs(load_kwargs))
+    if tensor.dtype not in _TABLE_DTYPES:
+        raise InvalidArgumentError(f"a {desc['dtype']} table fills float32, float16 or bfloat16 "
+                                   f"tensors, not {tensor.dtype}")
+    np_dtype, how = _target_dtype(_TABLE_DTYPES[tensor.dtype], desc["dtype"])
+    if want[0] == 0:
         return tensor
-    # Elsewhere (CUDA, non-contiguous): stage one chunk at a time in pinned memory.
-    itemsize = torch.tensor([], dtype=tensor.dtype).element_size()
-    chunk = int(chunk_rows or max(1, DEFAULT_CHUNK_BYTES // (desc["dim"] * itemsize)))
-    pin = tensor.device.type == "cuda"
-    staging = torch.empty((min(chunk, want[0]), desc["dim"]), dtype=tensor.dtype, pin_memory=pin)
+
+    def read(r0, r1, out):
+        # `out`: a writable, C-contiguous numpy array of np_dtype over the destination rows.
+        if how == "narrow":
+            _read_narrowed(src, name, r0, r1, out, desc, **read_kwargs)
+        else:
+            src.read_rows(name, r0, r1, out, how == "f32", **read_kwargs)
+
+    def as_numpy(t):
+        return t.detach().view(torch.uint8).numpy().view(np_dtype).reshape(t.shape[0], -1)
+
     with torch.no_grad():
+        if tensor.device.type == "cpu" and tensor.is_contiguous():
+            read(begin, end, as_numpy(tensor))  # straight into the tensor's memory
+            return tensor
+        # Elsewhere (CUDA, non-contiguous): stage one chunk at a time in pinned memory.
+        itemsize = tensor.element_size()
+        chunk = int(chunk_rows or max(1, DEFAULT_CHUNK_BYTES // (desc["dim"] * itemsize)))
+        pin = tensor.device.type == "cuda"
+        staging = torch.empty((min(chunk, want[0]), desc["dim"]), dtype=tensor.dtype,
+                              pin_memory=pin)
         for off in range(0, want[0], chunk):
             n = min(chunk, want[0] - off)
             part = staging[:n]
-            out = part.view(torch.uint8).numpy().reshape(n, -1)
-            src.read_rows(name, begin + off, begin + off + n, out, to_f32,
-                          **_read_kwargs(load_kwargs))
+            read(begin + off, begin + off + n, as_numpy(part))
             tensor[off:off + n].copy_(part, non_blocking=False)
     return tensor
 
@@ -91,7 +102,10 @@ def embedding(source, table=None, *, freeze=True, rows=None, dtype=torch.float32
     """A torch.nn.Embedding whose weight is the table (or rows (begin, end) of it)."""
     src = Source.resolve(source, **_connect_kwargs(load_kwargs))
     desc = src.describe(table)
-    begin, end = rows if rows is not None else (0, desc["rows"])
+    begin, end = _row_range(rows, desc["rows"])
+    if end == begin:
+        raise InvalidArgumentError(f"rows=({begin}, {end}) of table {desc['name']!r} is empty: an "
+                                   f"embedding needs at least one row")
     weight = torch.empty((end - begin, desc["dim"]), dtype=dtype,
                          device=device if device is not None else "cpu")
     load_into(weight, src, table, rows=(begin, end), **load_kwargs)

@@ -13,6 +13,8 @@
 #include <nanobind/stl/string.h>
 #include <nanobind/stl/vector.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -32,6 +34,12 @@ using namespace nb::literals;
 
 namespace embstore::python {
 namespace {
+
+std::string FormatSeconds(double s) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%g s", s);
+  return buf;
+}
 
 // Raises the embstore.errors class for `st` (NotFound, Corruption, ...).
 [[noreturn]] void Raise(const Status& st) {
@@ -354,8 +362,11 @@ class PyTable {
   std::map<std::string, std::string> metadata() const { return table_->user_metadata(); }
 
   // Rows [begin, end) into `out` (raw bytes, or f32 when to_f32), verifying their blocks first
-  // when asked. Releases the GIL; checks for Ctrl-C between 16 MiB pieces.
-  void ReadInto(std::uint64_t begin, std::uint64_t end, OutArray out, bool to_f32, bool verify) {
+  // when asked. Releases the GIL; between 16 MiB pieces it checks for Ctrl-C, calls `progress`
+  // (done, total bytes; at most ten times a second, and once at the end; False cancels) and
+  // stops with DeadlineExceeded once `timeout` seconds (0: none) have passed.
+  void ReadInto(std::uint64_t begin, std::uint64_t end, OutArray out, bool to_f32, bool verify,
+                double timeout, nb::object progress) {
     auto dst = Bytes(out);
     const std::uint64_t per_row = to_f32 ? table_->dim() * 4 : table_->row_bytes();
     Check(table_->RowBytes(begin, end).status());
@@ -364,6 +375,10 @@ class PyTable {
                              " bytes, rows need " + std::to_string((end - begin) * per_row))
                                 .c_str());
     }
+    using Clock = std::chrono::steady_clock;
+    const auto start = Clock::now();
+    auto last_report = start;
+    const std::uint64_t total = dst.size();
     const std::uint64_t step = std::max<std::uint64_t>(1, (16u << 20) / table_->row_bytes());
     for (std::uint64_t r = begin; r < end; r += step) {
       std::uint64_t e = std::min(end, r + step);
@@ -383,6 +398,24 @@ class PyTable {
       }
       Check(st);
       if (PyErr_CheckSignals() != 0) throw nb::python_error();
+      const auto now = Clock::now();
+      const double elapsed = std::chrono::duration<double>(now - start).count();
+      if (timeout > 0 && elapsed > timeout && e < end) {
+        Raise(Status::DeadlineExceeded("loading rows [" + std::to_string(begin) + ", " +
+                                       std::to_string(end) + ") of '" + table_->path() +
+                                       "' did not finish within " + FormatSeconds(timeout) +
+                                       " (timeout=); " + std::to_string(r - begin + (e - r)) +
+                                       " rows were read"));
+      }
+      const bool last = e == end;
+      if (!progress.is_none() && (last || now - last_report >= std::chrono::milliseconds(100))) {
+        last_report = now;
+        nb::object keep_going = progress((e - begin) * per_row, total);
+        if (!keep_going.is_none() && !nb::cast<bool>(keep_going) && !last) {
+          Raise(Status::Cancelled("loading '" + table_->path() + "' was cancelled by the " +
+                                  "progress callback"));
+        }
+      }
     }
   }
 
@@ -486,7 +519,7 @@ NB_MODULE(_native, m) {
       .def_prop_ro("content_id", &PyTable::content_id)
       .def_prop_ro("metadata", &PyTable::metadata)
       .def("read_into", &PyTable::ReadInto, "begin"_a, "end"_a, "out"_a, "to_f32"_a = false,
-           "verify"_a = false)
+           "verify"_a = false, "timeout"_a = 0.0, "progress"_a = nb::none())
       .def("view", &PyTable::View)
       .def("find_keys", &PyTable::FindKeys, "keys"_a)
       .def("keys", &PyTable::Keys, "begin"_a = 0, "end"_a = nb::none())

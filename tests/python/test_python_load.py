@@ -127,7 +127,7 @@ def test_progress_callback_can_cancel(tables):
         seen.append((done, total))
         return False
 
-    # A local read has no progress callback; stream from the server.
+    # Streamed from the server (local reads: test_python_load_args.py).
     with pytest.raises(embstore.errors.CancelledError):
         embstore.load(tables.unix, "f32", local=False, progress=progress)
 
