@@ -19,7 +19,7 @@ the table.
 import numpy as np
 import tensorflow as tf
 
-from ._core import Source, load as _load
+from ._core import Source, _row_range, load as _load
 from .errors import InvalidArgumentError
 
 DEFAULT_CHUNK_BYTES = 64 << 20
@@ -50,14 +50,64 @@ def _full_shape(variable):
     return (rows,) + tuple(int(d) for d in parts[0][0].shape[1:])
 
 
-def _check_shape(variable, desc, rows):
+def _var_name(variable):
+    return getattr(variable, "name", None) or repr(variable)
+
+
+def _rows_arg(rows):
+    """Checks the form of a rows= argument before any table is opened: None, a slice, or
+    (begin, end) with 0 <= begin <= end. Returns None, the slice, or (begin, end)."""
+    if rows is None or isinstance(rows, slice):
+        return rows
+    try:
+        begin, end = rows
+        begin, end = int(begin), int(end)
+    except (TypeError, ValueError):
+        raise InvalidArgumentError(f"rows= must be (begin, end) or a slice, not {rows!r}") from None
+    if begin < 0 or end < begin:
+        raise InvalidArgumentError(
+            f"rows=({begin}, {end}) is not a row range: expected 0 <= begin <= end")
+    return begin, end
+
+
+def _check_rows_fit(variable, rows):
+    """With an explicit (begin, end), the variable's row count is known before the table is
+    opened: reject an empty or wrongly sized range now, not after a download."""
+    if rows is None or isinstance(rows, slice):
+        return
+    begin, end = rows
+    have = _full_shape(variable)[0]
+    if end - begin != have:
+        what = "is empty" if end == begin else f"holds {end - begin} rows"
+        raise InvalidArgumentError(
+            f"rows=({begin}, {end}) {what}, but variable {_var_name(variable)!r} has {have} rows")
+
+
+def _table_label(src, desc):
+    """How error messages name a table: its file, or its name and where it lives."""
+    if src.kind == "file":
+        return f"table file {src.location!r}"
+    where = {"dir": "in store directory", "server": "on server",
+             "sharded": "of shard manifest"}.get(src.kind, "in")
+    return f"table {desc['name']!r} {where} {src.location!r}"
+
+
+def _table_rows(src, desc, rows):
+    """(begin, end) of rows= within the described table, or an error naming the table."""
+    try:
+        return _row_range(rows, desc["rows"])
+    except InvalidArgumentError as e:
+        raise InvalidArgumentError(f"{_table_label(src, desc)}: {e}") from None
+
+
+def _check_shape(variable, src, desc, rows):
     shape = _full_shape(variable)
-    begin, end = rows if rows is not None else (0, desc["rows"])
+    begin, end = _table_rows(src, desc, rows)
     want = (end - begin, desc["dim"])
     if shape != want:
         raise InvalidArgumentError(
-            f"variable {getattr(variable, 'name', variable)!r} has shape {list(shape)}, but table "
-            f"{desc['name']!r} rows [{begin}, {end}) are {list(want)}")
+            f"variable {_var_name(variable)!r} has shape {list(shape)}, but "
+            f"{_table_label(src, desc)} rows [{begin}, {end}) are {list(want)}")
     return begin
 
 
@@ -95,9 +145,11 @@ def assign(variable, source, table=None, *, rows=None, chunk_rows=None, **load_k
     Extra keyword arguments go to embstore.load (streams=, timeout=, token=, tls_ca=, ...).
     Returns the variable.
     """
+    rows = _rows_arg(rows)
+    _check_rows_fit(variable, rows)
     src = Source.resolve(source, **_connect_kwargs(load_kwargs))
     desc = src.describe(table)
-    begin = _check_shape(variable, desc, rows)
+    begin = _check_shape(variable, src, desc, rows)
     for part, first in _partitions(variable):
         np_dtype, want = _np_dtype(part)
         chunk = _chunk_rows(chunk_rows, desc["dim"], np.dtype(np_dtype).itemsize)
@@ -137,11 +189,21 @@ class _Feeder:
             session.run(self.op, {self.begin: off, self.end: off + len(arr), self.values: arr})
 
 
-def _feeders(mapping):
-    """[(feeder, table, first_row)] for {variable: table or (table, (begin, end))}."""
+def _specs(mapping):
+    """[(variable, table, rows)] of {variable: table or (table, rows)}, rows checked."""
     out = []
     for variable, spec in mapping.items():
         table, rows = (spec if isinstance(spec, tuple) else (spec, None))
+        rows = _rows_arg(rows)
+        _check_rows_fit(variable, rows)
+        out.append((variable, table, rows))
+    return out
+
+
+def _feeders(specs):
+    """[(feeder, table, rows, first_row, variable)] for the checked mapping `specs`."""
+    out = []
+    for variable, table, rows in specs:
         for part, first in _partitions(variable):
             out.append((_Feeder(part), table, rows, first, variable))
     return out
@@ -149,7 +211,7 @@ def _feeders(mapping):
 
 def _run_feeders(session, feeders, src, chunk_rows, load_kwargs):
     for feeder, table, rows, first, variable in feeders:
-        begin = _check_shape(variable, src.describe(table), rows)
+        begin = _check_shape(variable, src, src.describe(table), rows)
         feeder.run(session, src, table, begin + first, chunk_rows, **load_kwargs)
 
 
@@ -160,15 +222,16 @@ def initialize(session, mapping, source, *, chunk_rows=None, **load_kwargs):
     Adds a few placeholders and one assign op per variable (partition) to the session's graph the
     first time; the table's values are fed at run time and never stored in the graph.
     """
+    specs = _specs(mapping)
     src = Source.resolve(source, **_connect_kwargs(load_kwargs))
     with session.graph.as_default():
-        feeders = _feeders(mapping)
+        feeders = _feeders(specs)
     _run_feeders(session, feeders, src, chunk_rows, load_kwargs)
 
 
 class _InitHook(tf.compat.v1.train.SessionRunHook):
     def __init__(self, mapping, source, chunk_rows, checkpoint_dir, load_kwargs):
-        self._mapping = dict(mapping)
+        self._specs = _specs(mapping)
         self._checkpoint_dir = checkpoint_dir
         self._connect = _connect_kwargs(load_kwargs)
         self._source = source
@@ -180,7 +243,7 @@ class _InitHook(tf.compat.v1.train.SessionRunHook):
         # Runs before the graph is finalized: build the assign ops now. Also decide now whether
         # the session will restore a checkpoint: once it is created, the checkpoint saver may
         # already have written this run's first checkpoint.
-        self._feeders = _feeders(self._mapping)
+        self._feeders = _feeders(self._specs)
         self._restoring = bool(self._checkpoint_dir and
                                tf.train.latest_checkpoint(self._checkpoint_dir))
 
@@ -221,15 +284,23 @@ class Initializer(_KerasInitializer):
     def __init__(self, source, table=None, rows=None, **load_kwargs):
         self.source = source if isinstance(source, str) else str(source)
         self.table = table
-        self.rows = tuple(rows) if rows is not None else None
+        rows = _rows_arg(rows)
+        if isinstance(rows, slice):
+            raise InvalidArgumentError("Initializer takes rows=(begin, end), not a slice")
+        self.rows = rows
         self.load_kwargs = load_kwargs
 
     def __call__(self, shape, dtype=None, **kwargs):
-        arr = _load(self.source, self.table, rows=self.rows, **self.load_kwargs)
-        if tuple(shape) != arr.shape:
+        load_kwargs = dict(self.load_kwargs)
+        src = Source.resolve(self.source, **_connect_kwargs(load_kwargs))
+        desc = src.describe(self.table)
+        begin, end = _table_rows(src, desc, self.rows)
+        want = [end - begin, desc["dim"]]
+        if [int(d) for d in shape] != want:
             raise InvalidArgumentError(
-                f"layer asks for a {list(shape)} weight, "
-                f"table {self.table!r} holds {list(arr.shape)}")
+                f"layer asks for a {list(shape)} weight, but {_table_label(src, desc)} rows "
+                f"[{begin}, {end}) are {want}")
+        arr = _load(src, self.table, rows=(begin, end), **load_kwargs)
         return tf.convert_to_tensor(arr, dtype=dtype or tf.float32)
 
     def get_config(self):
@@ -241,14 +312,15 @@ def dataset(source, table=None, *, rows=None, batch_rows=None, with_keys=False, 
             **load_kwargs):
     """A tf.data.Dataset of the table's rows (or (key, row) pairs with with_keys=True), read from
     the source chunk by chunk as the pipeline consumes them."""
+    rows = _rows_arg(rows)
     src = Source.resolve(source, **_connect_kwargs(load_kwargs))
     desc = src.describe(table)
     name = table if src.kind != "file" else None
-    begin, end = rows if rows is not None else (0, desc["rows"])
+    begin, end = _table_rows(src, desc, rows)
     dim = desc["dim"]
     chunk = int(batch_rows or _chunk_rows(None, dim, 4) // 8 or 1)
     if with_keys and not desc["has_keys"]:
-        raise InvalidArgumentError(f"table {desc['name']!r} has no keys")
+        raise InvalidArgumentError(f"{_table_label(src, desc)} has no keys")
 
     def chunks():
         for off in range(begin, end, chunk):

@@ -147,3 +147,38 @@ def test_from_a_server(make_table_bin, server):
     v = tf.Variable(tf.zeros([ROWS, DIM]))
     embstore.tf.assign(v, server.tcp, "item_mat", local=False, streams=2)
     np.testing.assert_array_equal(v.numpy(), expected_matrix(ROWS, DIM))
+
+
+@pytest.mark.parametrize("rows, message", [
+    ((5, 2), r"rows=\(5, 2\) is not a row range"),
+    ((10, 10), r"rows=\(10, 10\) is empty, but variable 'v.*' has 100 rows"),
+    ((0, 50), r"rows=\(0, 50\) holds 50 rows, but variable 'v.*' has 100 rows"),
+    ((2950, 3050), r"table file '.*item_mat.emb': rows=\(2950, 3050\) is outside"),
+])
+def test_row_ranges_are_checked_before_loading(table, rows, message):
+    v = tf.Variable(tf.zeros([100, DIM]), name="v")
+    with pytest.raises(embstore.errors.InvalidArgumentError, match=message):
+        embstore.tf.assign(v, table, rows=rows)
+    with tf.Graph().as_default():
+        gv = tf.compat.v1.get_variable("v", [100, DIM], initializer=tf.zeros_initializer())
+        ops = len(gv.graph.get_operations())
+        if rows[1] <= ROWS:  # shape-only mistakes: rejected before any op or connection
+            with pytest.raises(embstore.errors.InvalidArgumentError, match=message):
+                embstore.tf.init_hook({gv: ("item_mat", rows)}, table)
+            with pytest.raises(embstore.errors.InvalidArgumentError, match=message):
+                embstore.tf.initialize(None, {gv: ("item_mat", rows)}, table)
+            assert len(gv.graph.get_operations()) == ops
+    if rows == (5, 2):
+        with pytest.raises(embstore.errors.InvalidArgumentError, match=message):
+            embstore.tf.Initializer(table, rows=rows)
+        with pytest.raises(embstore.errors.InvalidArgumentError, match=message):
+            embstore.tf.dataset(table, rows=rows)
+
+
+def test_keras_shape_error_names_the_table_file(table):
+    layer = tf.keras.layers.Embedding(ROWS + 1, DIM,
+                                      embeddings_initializer=embstore.tf.Initializer(table))
+    with pytest.raises(embstore.errors.InvalidArgumentError,
+                       match=r"\[3001, 16\] weight, but table file '.*item_mat.emb' rows "
+                             r"\[0, 3000\) are \[3000, 16\]"):
+        layer.build((None,))
