@@ -16,11 +16,13 @@ Partitioned variables (tf.compat.v1 partitioners, tf.distribute ShardedVariable)
 partition's own row range. Peak extra memory is one chunk (`chunk_rows` rows), not a second copy of
 the table.
 """
+import weakref
+
 import numpy as np
 import tensorflow as tf
 
 from ._core import Source, _row_range, load as _load
-from .errors import InvalidArgumentError
+from .errors import FailedPreconditionError, InvalidArgumentError
 
 DEFAULT_CHUNK_BYTES = 64 << 20
 
@@ -200,12 +202,29 @@ def _specs(mapping):
     return out
 
 
-def _feeders(specs):
+# Feeders already built, per graph and variable (partition) name: initialize() adds its ops to a
+# graph once, and can run again after the graph was finalized.
+_FEEDERS = weakref.WeakKeyDictionary()
+
+
+def _feeders(graph, specs, caller):
     """[(feeder, table, rows, first_row, variable)] for the checked mapping `specs`."""
+    built = _FEEDERS.setdefault(graph, {})
     out = []
     for variable, table, rows in specs:
         for part, first in _partitions(variable):
-            out.append((_Feeder(part), table, rows, first, variable))
+            feeder = built.get(part.name)
+            if feeder is None:
+                if graph.finalized:
+                    raise FailedPreconditionError(
+                        f"embstore.tf.{caller}(): the graph is finalized, so embstore cannot add "
+                        f"the assign op for variable {_var_name(part)!r}. Call "
+                        f"embstore.tf.initialize() once before the graph is finalized (later "
+                        f"calls reuse its ops), or build embstore.tf.init_hook() before "
+                        f"MonitoredTrainingSession starts")
+                with graph.as_default():
+                    feeder = built[part.name] = _Feeder(part)
+            out.append((feeder, table, rows, first, variable))
     return out
 
 
@@ -219,13 +238,13 @@ def initialize(session, mapping, source, *, chunk_rows=None, **load_kwargs):
     """TF1 graph mode: fills variables from tables in `session`.
 
     mapping: {variable: "table"} or {variable: ("table", (begin, end))}.
-    Adds a few placeholders and one assign op per variable (partition) to the session's graph the
-    first time; the table's values are fed at run time and never stored in the graph.
+    The first call for a variable adds a few placeholders and one assign op per variable
+    (partition) to the session's graph; later calls reuse them, also once the graph is finalized.
+    The table's values are fed at run time and never stored in the graph.
     """
     specs = _specs(mapping)
+    feeders = _feeders(session.graph, specs, "initialize")
     src = Source.resolve(source, **_connect_kwargs(load_kwargs))
-    with session.graph.as_default():
-        feeders = _feeders(specs)
     _run_feeders(session, feeders, src, chunk_rows, load_kwargs)
 
 
@@ -243,7 +262,7 @@ class _InitHook(tf.compat.v1.train.SessionRunHook):
         # Runs before the graph is finalized: build the assign ops now. Also decide now whether
         # the session will restore a checkpoint: once it is created, the checkpoint saver may
         # already have written this run's first checkpoint.
-        self._feeders = _feeders(self._specs)
+        self._feeders = _feeders(tf.compat.v1.get_default_graph(), self._specs, "init_hook")
         self._restoring = bool(self._checkpoint_dir and
                                tf.train.latest_checkpoint(self._checkpoint_dir))
 

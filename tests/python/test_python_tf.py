@@ -182,3 +182,33 @@ def test_keras_shape_error_names_the_table_file(table):
                        match=r"\[3001, 16\] weight, but table file '.*item_mat.emb' rows "
                              r"\[0, 3000\) are \[3000, 16\]"):
         layer.build((None,))
+
+
+def test_initialize_builds_its_ops_once_and_reuses_them_in_a_finalized_graph(table):
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable("item_mat", [ROWS, DIM], initializer=tf.zeros_initializer())
+        reset = v.assign(tf.zeros([ROWS, DIM]))
+        with tf.compat.v1.Session(graph=g) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            embstore.tf.initialize(sess, {v: "item_mat"}, table)
+            ops = len(g.get_operations())
+            sess.run(reset)
+            embstore.tf.initialize(sess, {v: "item_mat"}, table, chunk_rows=999)
+            assert len(g.get_operations()) == ops
+            sess.run(reset)
+            g.finalize()
+            embstore.tf.initialize(sess, {v: "item_mat"}, table)
+            np.testing.assert_array_equal(sess.run(v), expected_matrix(ROWS, DIM))
+
+
+def test_initialize_on_a_finalized_graph_says_what_to_do(table):
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable("item_mat", [ROWS, DIM], initializer=tf.zeros_initializer())
+        g.finalize()
+        with tf.compat.v1.Session(graph=g) as sess:
+            with pytest.raises(embstore.errors.FailedPreconditionError,
+                               match=r"initialize\(\): the graph is finalized.*'item_mat:0'.*"
+                                     r"once before the graph is finalized.*init_hook\(\)"):
+                embstore.tf.initialize(sess, {v: "item_mat"}, table)
