@@ -6,8 +6,11 @@ past 2 GB the graph cannot be built at all. Everything here feeds the values at 
 
 - TF2 eager: assign(variable, source, table) writes the variable chunk by chunk.
 - TF1 graph mode: initialize(session, {variable: table}, source) runs one small assign op per
-  variable, fed through placeholders; init_hook(...) does the same from a SessionRunHook, for
-  MonitoredTrainingSession and Estimator-style loops.
+  variable, fed through placeholders.
+- MonitoredTrainingSession and Estimator-style loops: init_hook(...) makes loading the table part
+  of each variable's initializer, and scaffold(...) returns a Scaffold whose init_fn loads it.
+  Either way the table is loaded exactly when the session initializes its variables instead of
+  restoring a checkpoint, before the first checkpoint is written.
 - Keras: Initializer(source, table) as `embeddings_initializer`; its config holds only the
   reference (source, table), never the array.
 - tf.data: dataset(source, table) streams rows.
@@ -26,7 +29,7 @@ from .errors import FailedPreconditionError, InvalidArgumentError
 
 DEFAULT_CHUNK_BYTES = 64 << 20
 
-__all__ = ["Initializer", "assign", "dataset", "init_hook", "initialize"]
+__all__ = ["Initializer", "assign", "dataset", "init_hook", "initialize", "scaffold"]
 
 
 def _partitions(variable):
@@ -167,6 +170,13 @@ def _connect_kwargs(kwargs):
     return {k: kwargs.pop(k) for k in keys if k in kwargs}
 
 
+def _graph_of(specs):
+    graphs = {id(p.graph): p.graph for v, _, _ in specs for p, _ in _partitions(v)}
+    if len(graphs) > 1:
+        raise InvalidArgumentError("the variables of one mapping must live in one graph")
+    return next(iter(graphs.values()), None) or tf.compat.v1.get_default_graph()
+
+
 class _Feeder:
     """Graph-side machinery to fill one variable: placeholders for a row range and its values,
     and one assign op. Built once per variable; its size does not depend on the table's."""
@@ -220,8 +230,8 @@ def _feeders(graph, specs, caller):
                         f"embstore.tf.{caller}(): the graph is finalized, so embstore cannot add "
                         f"the assign op for variable {_var_name(part)!r}. Call "
                         f"embstore.tf.initialize() once before the graph is finalized (later "
-                        f"calls reuse its ops), or build embstore.tf.init_hook() before "
-                        f"MonitoredTrainingSession starts")
+                        f"calls reuse its ops), or build embstore.tf.init_hook() or "
+                        f"embstore.tf.scaffold() before MonitoredTrainingSession starts")
                 with graph.as_default():
                     feeder = built[part.name] = _Feeder(part)
             out.append((feeder, table, rows, first, variable))
@@ -248,42 +258,150 @@ def initialize(session, mapping, source, *, chunk_rows=None, **load_kwargs):
     _run_feeders(session, feeders, src, chunk_rows, load_kwargs)
 
 
+def scaffold(mapping, source, *, base=None, chunk_rows=None, **load_kwargs):
+    """A tf.compat.v1.train.Scaffold whose init_fn fills the variables from the tables.
+
+    For MonitoredTrainingSession(scaffold=...) and EstimatorSpec(scaffold=...). The session
+    manager calls init_fn only when it initializes the variables instead of restoring a
+    checkpoint, and before any hook runs, so the first checkpoint already holds the table and a
+    restored run keeps its trained values. Call it in the variables' graph before the session is
+    created (it adds its assign ops then). The graph gets only placeholders and assign ops.
+
+    mapping: as for initialize().
+    base: a Scaffold to copy the other fields from; its own init_fn runs first.
+    """
+    specs = _specs(mapping)
+    feeders = _feeders(_graph_of(specs), specs, "scaffold")
+    connect = _connect_kwargs(load_kwargs)
+
+    def init_fn(_, session):
+        if base is not None and base.init_fn is not None:
+            base.init_fn(session)
+        src = Source.resolve(source, **connect)
+        _run_feeders(session, feeders, src, chunk_rows, load_kwargs)
+
+    return tf.compat.v1.train.Scaffold(init_fn=init_fn, copy_from_scaffold=base)
+
+
+class _LazySource:
+    """Resolves the source on first use, so a session that restores a checkpoint never
+    connects to it."""
+
+    def __init__(self, source, connect):
+        self._source, self._connect, self._src = source, connect, None
+
+    def get(self):
+        if self._src is None:
+            self._src = Source.resolve(self._source, **self._connect)
+        return self._src
+
+    def release(self):
+        """Drops the connection or mapping; the next get() opens it again."""
+        self._src = None
+
+
+# The loading initializers init_hook() installed, per graph and variable (partition) name:
+# (the hook that installed it, the variable's own initializer).
+_INSTALLED = weakref.WeakKeyDictionary()
+
+
+def _row_loader(variable, table, rows, source, load_kwargs):
+    """load(first, n, dtype): rows [first, first + n) of the variable, from the table."""
+    def load(first, n, dtype):
+        src = source.get()
+        begin = _check_shape(variable, src, src.describe(table), rows)
+        return _load(src, table, rows=(begin + first, begin + first + n), dtype=dtype,
+                     **load_kwargs)
+    return load
+
+
+def _install_loading_initializer(owner, part, first, load, chunk_rows):
+    """Makes `part`'s initializer run its own initializer, then load its rows of the table
+    chunk by chunk, each chunk fetched by a numpy_function and written by a sliced assign.
+
+    Whatever initializes the variables (Scaffold's default init_op, global_variables_initializer)
+    now loads the table, and a session that restores a checkpoint runs none of it. This is how
+    tf.compat.v1.train.init_from_checkpoint warm-starts variables, too.
+    """
+    installed = _INSTALLED.setdefault(part.graph, {})
+    previous = installed.get(part.name)
+    if previous is not None and previous[0] is owner:
+        return  # this hook's begin() already ran for this graph (a second session)
+    own_init = previous[1] if previous is not None else part.initializer
+    np_dtype, load_dtype = _np_dtype(part)
+    nrows = int(part.shape[0])
+    dims = part.shape.as_list()[1:]
+    chunk = _chunk_rows(chunk_rows, int(np.prod(dims, dtype=np.int64)), np.dtype(np_dtype).itemsize)
+
+    def fetch(off, n):
+        return load(first + off, n, load_dtype).astype(np_dtype, copy=False)
+
+    with part.graph.as_default(), tf.compat.v1.name_scope("embstore_init"):
+        last = own_init
+        for off in range(0, nrows, chunk):
+            n = min(chunk, nrows - off)
+            # The control dependency orders the chunks: one chunk in memory at a time.
+            with tf.control_dependencies([last]):
+                values = tf.numpy_function(lambda off=off, n=n: fetch(off, n), [],
+                                           part.dtype.base_dtype, stateful=True, name="load")
+            values.set_shape([n] + dims)
+            last = part[off:off + n].assign(values).op
+        part._initializer_op = tf.group(last, name="initializer")
+    installed[part.name] = (owner, own_init)
+
+
 class _InitHook(tf.compat.v1.train.SessionRunHook):
-    def __init__(self, mapping, source, chunk_rows, checkpoint_dir, load_kwargs):
+    def __init__(self, mapping, source, chunk_rows, load_kwargs):
         self._specs = _specs(mapping)
-        self._checkpoint_dir = checkpoint_dir
-        self._connect = _connect_kwargs(load_kwargs)
-        self._source = source
+        self._source = _LazySource(source, _connect_kwargs(load_kwargs))
         self._chunk_rows = chunk_rows
         self._load_kwargs = load_kwargs
-        self._feeders = None
 
     def begin(self):
-        # Runs before the graph is finalized: build the assign ops now. Also decide now whether
-        # the session will restore a checkpoint: once it is created, the checkpoint saver may
-        # already have written this run's first checkpoint.
-        self._feeders = _feeders(tf.compat.v1.get_default_graph(), self._specs, "init_hook")
-        self._restoring = bool(self._checkpoint_dir and
-                               tf.train.latest_checkpoint(self._checkpoint_dir))
+        # MonitoredSession calls begin() before its Scaffold builds the default init_op and
+        # finalizes the graph, so the variables' initializers can still be replaced here.
+        graph = tf.compat.v1.get_default_graph()
+        if graph.finalized:
+            raise FailedPreconditionError(
+                "embstore.tf.init_hook: the graph is already finalized, so the variables' "
+                "initializers cannot load the table; create the MonitoredTrainingSession before "
+                "finalizing the graph, or use embstore.tf.scaffold()")
+        for variable, table, rows in self._specs:
+            load = _row_loader(variable, table, rows, self._source, self._load_kwargs)
+            for part, first in _partitions(variable):
+                if part.graph is not graph:
+                    raise InvalidArgumentError(
+                        f"variable {_var_name(part)!r} is not in the session's graph")
+                _install_loading_initializer(self, part, first, load, self._chunk_rows)
 
     def after_create_session(self, session, coord):
-        # MonitoredTrainingSession calls this after it initialized or restored the variables. A
-        # restored run already holds its (possibly trained) values: leave them alone.
-        if self._restoring:
-            return
-        src = Source.resolve(self._source, **self._connect)
-        _run_feeders(session, self._feeders, src, self._chunk_rows, self._load_kwargs)
+        # The session has initialized (and loaded) or restored its variables: do not keep a
+        # server connection or the table file's mapping open for the rest of the training.
+        self._source.release()
 
 
 def init_hook(mapping, source, *, checkpoint_dir=None, chunk_rows=None, **load_kwargs):
-    """A SessionRunHook that fills variables from tables once the session exists.
+    """A SessionRunHook that makes the variables' initializers load the tables.
 
-    For tf.compat.v1.train.MonitoredTrainingSession(hooks=[...]) and Estimator-style loops.
+    For tf.compat.v1.train.MonitoredTrainingSession(hooks=[...]) and Estimator-style loops. In
+    begin(), it replaces each variable's initializer by one that runs the old one, then loads the
+    variable's rows of the table. So the table is loaded exactly when the session initializes the
+    variables: a session that restores a checkpoint keeps the restored values and never contacts
+    the source, and the first checkpoint (written right after the session is created) already
+    holds the table.
+
     mapping: as for initialize().
-    checkpoint_dir: the session's checkpoint directory; when it holds a checkpoint the session
-        restored from it, and the hook does not overwrite the restored values.
+    checkpoint_dir: no longer needed (the session itself decides between restoring and
+        initializing); accepted and ignored.
+
+    The variables must be initialized by an init op built after begin(): the Scaffold's default
+    one, or global_variables_initializer() called later. A Scaffold(init_op=...) built before
+    the session was created keeps the old initializers; use scaffold() then. The graph holds
+    numpy_function ops that call back into this process: a graph imported from this run's .meta
+    file cannot run these initializers (restoring its checkpoints works as usual).
     """
-    return _InitHook(mapping, source, chunk_rows, checkpoint_dir, load_kwargs)
+    del checkpoint_dir
+    return _InitHook(mapping, source, chunk_rows, load_kwargs)
 
 
 try:

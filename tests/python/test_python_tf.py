@@ -166,6 +166,8 @@ def test_row_ranges_are_checked_before_loading(table, rows, message):
             with pytest.raises(embstore.errors.InvalidArgumentError, match=message):
                 embstore.tf.init_hook({gv: ("item_mat", rows)}, table)
             with pytest.raises(embstore.errors.InvalidArgumentError, match=message):
+                embstore.tf.scaffold({gv: ("item_mat", rows)}, table)
+            with pytest.raises(embstore.errors.InvalidArgumentError, match=message):
                 embstore.tf.initialize(None, {gv: ("item_mat", rows)}, table)
             assert len(gv.graph.get_operations()) == ops
     if rows == (5, 2):
@@ -210,5 +212,55 @@ def test_initialize_on_a_finalized_graph_says_what_to_do(table):
         with tf.compat.v1.Session(graph=g) as sess:
             with pytest.raises(embstore.errors.FailedPreconditionError,
                                match=r"initialize\(\): the graph is finalized.*'item_mat:0'.*"
-                                     r"once before the graph is finalized.*init_hook\(\)"):
+                                     r"once before the graph is finalized.*init_hook\(\).*"
+                                     r"scaffold\(\)"):
                 embstore.tf.initialize(sess, {v: "item_mat"}, table)
+
+
+def _first_checkpoint(ckpt):
+    """The variables of the checkpoint MonitoredTrainingSession wrote at session start."""
+    return tf.train.load_checkpoint(os.path.join(ckpt, "model.ckpt-0"))
+
+
+@pytest.mark.parametrize("kind", ["resource", "ref", "partitioned"])
+def test_hook_loads_before_the_first_checkpoint(table, tmp_path, kind):
+    # MonitoredTrainingSession saves model.ckpt-0 before any user hook's after_create_session();
+    # the table must already be in the variable then, whatever kind of variable it is.
+    ckpt = str(tmp_path / "train")
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable(
+            "item_mat", [ROWS, DIM], initializer=tf.zeros_initializer(),
+            use_resource=kind != "ref",
+            partitioner=tf.compat.v1.fixed_size_partitioner(3) if kind == "partitioned" else None)
+        tf.compat.v1.train.get_or_create_global_step()
+        hook = embstore.tf.init_hook({v: "item_mat"}, table, chunk_rows=400)
+        with tf.compat.v1.train.MonitoredTrainingSession(checkpoint_dir=ckpt, hooks=[hook]) as s:
+            value = np.concatenate([s.run(p) for p in v]) if kind == "partitioned" else s.run(v)
+    np.testing.assert_array_equal(value, expected_matrix(ROWS, DIM))
+    np.testing.assert_array_equal(_first_checkpoint(ckpt).get_tensor("item_mat"),
+                                  expected_matrix(ROWS, DIM))
+
+
+def test_hook_shape_mismatch_names_the_table_file(table):
+    with tf.Graph().as_default():
+        v = tf.compat.v1.get_variable("item_mat", [ROWS + 1, DIM],
+                                      initializer=tf.zeros_initializer())
+        hook = embstore.tf.init_hook({v: None}, table)
+        # The load runs inside the session's init op, so TensorFlow carries embstore's message.
+        with pytest.raises(tf.errors.InvalidArgumentError,
+                           match=r"\[3001, 16\], but table file '.*item_mat.emb' rows "
+                                 r"\[0, 3000\) are \[3000, 16\]"):
+            with tf.compat.v1.train.MonitoredTrainingSession(hooks=[hook]):
+                pass
+
+
+def test_scaffold_runs_the_base_scaffolds_init_fn_first(table):
+    with tf.Graph().as_default():
+        v = tf.compat.v1.get_variable("item_mat", [ROWS, DIM], initializer=tf.zeros_initializer())
+        first, seen = v[0, 0], []
+        base = tf.compat.v1.train.Scaffold(init_fn=lambda _, sess: seen.append(sess.run(first)))
+        with tf.compat.v1.train.MonitoredTrainingSession(
+                scaffold=embstore.tf.scaffold({v: "item_mat"}, table, base=base)) as sess:
+            np.testing.assert_array_equal(sess.run(v), expected_matrix(ROWS, DIM))
+    assert seen == [0.0]
