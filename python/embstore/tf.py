@@ -12,13 +12,15 @@ past 2 GB the graph cannot be built at all. Everything here feeds the values at 
   Either way the table is loaded exactly when the session initializes its variables instead of
   restoring a checkpoint, before the first checkpoint is written.
 - Keras: Initializer(source, table) as `embeddings_initializer`; its config holds only the
-  reference (source, table), never the array.
+  reference (source, table, rows), never the array, and keras.models.load_model takes the
+  weights from the file without contacting the source.
 - tf.data: dataset(source, table) streams rows.
 
 Partitioned variables (tf.compat.v1 partitioners, tf.distribute ShardedVariable) load each
 partition's own row range. Peak extra memory is one chunk (`chunk_rows` rows), not a second copy of
 the table.
 """
+import os
 import weakref
 
 import numpy as np
@@ -406,20 +408,40 @@ def init_hook(mapping, source, *, checkpoint_dir=None, chunk_rows=None, **load_k
 
 try:
     _KerasInitializer = tf.keras.initializers.Initializer
+    _register_keras = tf.keras.utils.register_keras_serializable(package="embstore",
+                                                                  name="Initializer")
 except AttributeError:  # pragma: no cover
     _KerasInitializer = object
 
+    def _register_keras(cls):
+        return cls
 
+
+def _keras_loading():
+    """True while keras.saving.load_model rebuilds a model from its config. It loads the saved
+    weights right after, so initial values would only be overwritten: Keras 3 holds an
+    ObjectSharingScope open exactly then (and while saving, when no initializer runs)."""
+    try:
+        from keras.src.backend.common import global_state
+    except ImportError:  # pragma: no cover - Keras 2 (tf_keras)
+        return False
+    return global_state.get_global_attribute("shared_objects/id_to_obj_map") is not None
+
+
+@_register_keras
 class Initializer(_KerasInitializer):
     """Keras initializer that loads a table: `Embedding(..., embeddings_initializer=
     embstore.tf.Initializer("localhost:7070", "item_mat"))`.
 
     get_config() holds only (source, table, rows), so saved models and their configs stay small;
-    the values live in the weights, where they belong.
+    the values live in the weights, where they belong. It is registered as "embstore>Initializer",
+    so keras.models.load_model needs only `import embstore.tf`; while load_model rebuilds the
+    model, the initializer returns zeros instead of loading (the saved weights replace them), so
+    a saved model loads without its source.
     """
 
     def __init__(self, source, table=None, rows=None, **load_kwargs):
-        self.source = source if isinstance(source, str) else str(source)
+        self.source = os.fspath(source) if isinstance(source, os.PathLike) else source
         self.table = table
         rows = _rows_arg(rows)
         if isinstance(rows, slice):
@@ -428,6 +450,9 @@ class Initializer(_KerasInitializer):
         self.load_kwargs = load_kwargs
 
     def __call__(self, shape, dtype=None, **kwargs):
+        dtype = tf.as_dtype(dtype or tf.float32)
+        if _keras_loading():
+            return tf.zeros(shape, dtype)
         load_kwargs = dict(self.load_kwargs)
         src = Source.resolve(self.source, **_connect_kwargs(load_kwargs))
         desc = src.describe(self.table)
@@ -438,11 +463,16 @@ class Initializer(_KerasInitializer):
                 f"layer asks for a {list(shape)} weight, but {_table_label(src, desc)} rows "
                 f"[{begin}, {end}) are {want}")
         arr = _load(src, self.table, rows=(begin, end), **load_kwargs)
-        return tf.convert_to_tensor(arr, dtype=dtype or tf.float32)
+        return tf.convert_to_tensor(arr, dtype=dtype)
 
     def get_config(self):
-        return {"source": self.source, "table": self.table,
+        source = self.source.location if isinstance(self.source, Source) else self.source
+        return {"source": source, "table": self.table,
                 "rows": list(self.rows) if self.rows is not None else None}
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(config["source"], config.get("table"), config.get("rows"))
 
 
 def dataset(source, table=None, *, rows=None, batch_rows=None, with_keys=False, dtype="float32",
@@ -473,4 +503,3 @@ def dataset(source, table=None, *, rows=None, batch_rows=None, with_keys=False, 
     sig = (tf.TensorSpec([None], tf.string), vec) if with_keys else vec
     ds = tf.data.Dataset.from_generator(chunks, output_signature=sig)
     return ds.unbatch()
-

@@ -264,3 +264,47 @@ def test_scaffold_runs_the_base_scaffolds_init_fn_first(table):
                 scaffold=embstore.tf.scaffold({v: "item_mat"}, table, base=base)) as sess:
             np.testing.assert_array_equal(sess.run(v), expected_matrix(ROWS, DIM))
     assert seen == [0.0]
+
+
+def _keras_model(source, table_name=None):
+    return tf.keras.Sequential([
+        tf.keras.Input((3,), dtype="int32"),
+        tf.keras.layers.Embedding(ROWS, DIM, embeddings_initializer=embstore.tf.Initializer(
+            source, table_name))])
+
+
+IDS = np.array([[0, 1, 2999]], dtype=np.int32)
+
+
+def test_keras_saved_model_loads_back_without_its_source(table, tmp_path):
+    model = _keras_model(table)
+    path = str(tmp_path / "m.keras")
+    model.save(path)
+    # Only `import embstore.tf`: no custom_objects. Without the table file, any attempt to load
+    # the table would fail: the weights come from the saved file.
+    os.rename(table, table + ".moved")
+    loaded = tf.keras.models.load_model(path)
+    np.testing.assert_array_equal(loaded(IDS).numpy()[0], expected_matrix(ROWS, DIM)[[0, 1, 2999]])
+    init = loaded.layers[0].embeddings_initializer
+    assert isinstance(init, embstore.tf.Initializer)
+    assert (init.source, init.table, init.rows) == (table, None, None)
+
+    # Outside load_model the initializer loads the table as usual (a clone is a new model).
+    os.rename(table + ".moved", table)
+    clone = tf.keras.models.clone_model(loaded)
+    np.testing.assert_array_equal(clone.layers[0].embeddings.numpy(), expected_matrix(ROWS, DIM))
+
+
+def test_keras_models_load_back_with_the_server_stopped(make_table_bin, server, tmp_path):
+    write_table(make_table_bin, server.store / "item_mat.emb", ROWS, DIM)
+    wait_for_table(server.unix, "item_mat")
+    model = _keras_model(server.tcp, "item_mat")
+    model.save(str(tmp_path / "m.keras"))
+    model.export(str(tmp_path / "saved_model"), verbose=False)
+    server.stop()
+    want = expected_matrix(ROWS, DIM)[[0, 1, 2999]]
+
+    loaded = tf.keras.models.load_model(str(tmp_path / "m.keras"))
+    np.testing.assert_array_equal(loaded(IDS).numpy()[0], want)
+    exported = tf.saved_model.load(str(tmp_path / "saved_model"))
+    np.testing.assert_array_equal(exported.serve(IDS).numpy()[0], want)
