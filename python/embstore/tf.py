@@ -17,8 +17,7 @@ past 2 GB the graph cannot be built at all. Everything here feeds the values at 
 - tf.data: dataset(source, table) streams rows.
 
 Partitioned variables (tf.compat.v1 partitioners, tf.distribute ShardedVariable) load each
-partition's own row range. Peak extra memory is one chunk (`chunk_rows` rows), not a second copy of
-the table.
+partition's own row range. docs/PYTHON.md gives the measured peak memory of each path.
 """
 import os
 import weakref
