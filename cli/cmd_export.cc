@@ -1,5 +1,6 @@
-// `embstore export FILE OUT.npy [--keys KEYS.txt] [--dtype f32|native]`: the matrix as a NumPy
-// array, and the keys one per line. Both outputs are written atomically.
+// `embstore export FILE OUT.npy [--keys KEYS.txt] [--dtype f32|native] [--no-verify]`: the matrix
+// as a NumPy array (every block verified first), and the keys one per line. Both outputs are
+// written atomically.
 #include <cstdio>
 #include <vector>
 
@@ -18,6 +19,7 @@ struct ExportArgs {
   std::string keys_out;
   std::string dtype = "f32";
   bool force = false;
+  bool verify = true;
 };
 
 Status WriteMatrix(const store::Table& t, const ExportArgs& a) {
@@ -31,20 +33,21 @@ Status WriteMatrix(const store::Table& t, const ExportArgs& a) {
   EMBSTORE_ASSIGN_OR_RETURN(auto out, AtomicFile::Create(a.out, a.force));
   EMBSTORE_RETURN_NOT_OK(out->Append(store::NpyHeader(as_f32 ? "<f4" : "<f2", t.rows(), t.dim())));
   Progress progress("export " + a.file);
-  const std::uint64_t step = std::max<std::uint64_t>(1, (8u << 20) / t.row_bytes());
-  const std::uint64_t total = t.rows() * t.dim() * (as_f32 ? 4 : 2);
-  std::vector<float> buf;
+  // Pieces of about 8 MiB, copied out of the mapping (verified unless --no-verify) and then
+  // written; a file truncated underneath is a clear error, never a crash or a partial output.
+  const std::uint64_t out_row = t.dim() * (as_f32 ? 4 : 2);
+  const std::uint64_t step = std::max<std::uint64_t>(1, (8u << 20) / out_row);
+  const std::uint64_t total = t.rows() * out_row;
+  std::vector<std::byte> buf;
+  store::CopyOptions copy;
+  copy.to_f32 = as_f32 && t.dtype() != store::DType::kF32;
+  copy.verify = a.verify;
   for (std::uint64_t r = 0; r < t.rows(); r += step) {
     std::uint64_t end = std::min(t.rows(), r + step);
-    if (as_f32 && t.dtype() != store::DType::kF32) {
-      buf.resize((end - r) * t.dim());
-      EMBSTORE_RETURN_NOT_OK(t.ReadRowsF32(r, end, buf));
-      EMBSTORE_RETURN_NOT_OK(out->Append(std::as_bytes(std::span<const float>(buf))));
-    } else {
-      EMBSTORE_ASSIGN_OR_RETURN(auto bytes, t.RowBytes(r, end));
-      EMBSTORE_RETURN_NOT_OK(out->Append(bytes));
-    }
-    progress.Update(end * t.dim() * (as_f32 ? 4 : 2), total);
+    buf.resize((end - r) * out_row);
+    EMBSTORE_RETURN_NOT_OK(t.CopyRows(r, end, buf, copy));
+    EMBSTORE_RETURN_NOT_OK(out->Append(buf));
+    progress.Update(end * out_row, total);
   }
   progress.Finish();
   return out->Commit();
@@ -68,6 +71,7 @@ Status WriteKeys(const store::Table& t, const ExportArgs& a) {
     }
   }
   EMBSTORE_RETURN_NOT_OK(out->Append(buf));
+  EMBSTORE_RETURN_NOT_OK(t.CheckIntact());  // the keys were read from the mapping
   return out->Commit();
 }
 
@@ -84,6 +88,8 @@ RunFn RegisterExport(CLI::App& app) {
                   "f32 (default) converts F16/BF16 to float32; native keeps F32/F16 as stored")
       ->check(CLI::IsMember({"f32", "native"}));
   sub->add_flag("--force", args->force, "Replace existing output files (atomically, on success)");
+  sub->add_flag("--verify,!--no-verify", args->verify,
+                "Check every checksum block before writing its rows (default: on)");
   return [args]() {
     auto opened = store::Table::Open(args->file);
     if (!opened.ok()) return ReportError("export", opened.status());

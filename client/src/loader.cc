@@ -140,9 +140,11 @@ Result<LoadStats> Loader::RunLocal(const store::Table& table) {
       return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
     }
     std::uint64_t e = std::min(end_, (r / br) * br + step);
-    if (o_.verify) EMBSTORE_RETURN_NOT_OK(table.VerifyRows(r, e));
-    EMBSTORE_ASSIGN_OR_RETURN(auto bytes, table.RowBytes(r, e));
-    Place(r, bytes);
+    store::CopyOptions copy;
+    copy.to_f32 = o_.to_f32 && desc_.dtype != store::DType::kF32;
+    copy.verify = o_.verify;
+    EMBSTORE_RETURN_NOT_OK(table.CopyRows(
+        r, e, out_.subspan((r - begin_) * out_row_bytes, (e - r) * out_row_bytes), copy));
     done_bytes_ += (e - r) * out_row_bytes;
     r = e;
     if (o_.progress && !o_.progress(done_bytes_.load(), out_.size())) {

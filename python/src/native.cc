@@ -363,7 +363,8 @@ class PyTable {
 
   // Rows [begin, end) into `out` (raw bytes, or f32 when to_f32), verifying their blocks first
   // when asked. Releases the GIL; between 16 MiB pieces it checks for Ctrl-C, calls `progress`
-  // (done, total bytes; at most ten times a second, and once at the end; False cancels) and
+  // (done, total bytes; after the first piece, then at most ten times a second, and once at the
+  // end; False cancels) and
   // stops with DeadlineExceeded once `timeout` seconds (0: none) have passed.
   void ReadInto(std::uint64_t begin, std::uint64_t end, OutArray out, bool to_f32, bool verify,
                 double timeout, nb::object progress) {
@@ -385,16 +386,10 @@ class PyTable {
       Status st;
       {
         nb::gil_scoped_release nogil;
-        if (verify) st = table_->VerifyRows(r, e);
-        if (st.ok()) {
-          auto piece = dst.subspan((r - begin) * per_row, (e - r) * per_row);
-          if (to_f32) {
-            st = table_->ReadRowsF32(
-                r, e, std::span<float>(reinterpret_cast<float*>(piece.data()), piece.size() / 4));
-          } else {
-            std::memcpy(piece.data(), table_->RowBytes(r, e)->data(), piece.size());
-          }
-        }
+        store::CopyOptions copy;
+        copy.to_f32 = to_f32;
+        copy.verify = verify;
+        st = table_->CopyRows(r, e, dst.subspan((r - begin) * per_row, (e - r) * per_row), copy);
       }
       Check(st);
       if (PyErr_CheckSignals() != 0) throw nb::python_error();
@@ -407,8 +402,10 @@ class PyTable {
                                        " (timeout=); " + std::to_string(r - begin + (e - r)) +
                                        " rows were read"));
       }
+      const bool first = r == begin;
       const bool last = e == end;
-      if (!progress.is_none() && (last || now - last_report >= std::chrono::milliseconds(100))) {
+      if (!progress.is_none() &&
+          (first || last || now - last_report >= std::chrono::milliseconds(100))) {
         last_report = now;
         nb::object keep_going = progress((e - begin) * per_row, total);
         if (!keep_going.is_none() && !nb::cast<bool>(keep_going) && !last) {

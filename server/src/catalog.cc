@@ -12,7 +12,6 @@
 #include <cstring>
 #include <set>
 
-#include "mapping_guard.h"
 
 namespace embstore::server {
 namespace {
@@ -31,13 +30,12 @@ FileIdentity IdentityOf(const struct stat& st) {
 }  // namespace
 
 TableEntry::~TableEntry() {
-  guard_.reset();
   table_.reset();
   if (fd_ >= 0) ::close(fd_);
 }
 
 Status TableEntry::CheckIntact() const {
-  if (guard_ && guard_->poisoned()) {
+  if (!table_->CheckIntact().ok()) {
     return Status::Corruption("table '" + name_ + "': part of file " + path_ +
                               " could not be read while it was being served (truncated or an I/O "
                               "error); the data sent from it is not trustworthy");
@@ -146,15 +144,10 @@ Result<std::shared_ptr<TableEntry>> Catalog::Load(const std::string& name,
   e->path_ = path;
   e->file_ = id;
   e->fd_ = fd;
-  const store::Table& t = **table;
-  if (t.rows() > 0 && t.row_bytes() > 0) {
-    auto guard = MappingGuard::Register(t.mapped_file());
-    if (!guard.ok()) return guard.status();  // e's destructor closes fd
-    e->guard_ = std::move(guard).value();
-  }
-  e->content_id_ = store::ContentId(t);  // reads the checksum tensor, so only once guarded
-  EMBSTORE_RETURN_NOT_OK(e->CheckIntact());
+  // The table's mapping is guarded from the moment it is opened (store::Table).
+  e->content_id_ = store::ContentId(**table);
   e->table_ = std::move(table).value();
+  EMBSTORE_RETURN_NOT_OK(e->CheckIntact());
   return e;
 }
 

@@ -72,7 +72,12 @@ Result<std::shared_ptr<const Table>> Table::Open(const std::string& path,
   }
   t->base_ = static_cast<const std::byte*>(t->mapping_->region.get_address());
   t->file_size_ = t->mapping_->region.get_size();
+  EMBSTORE_ASSIGN_OR_RETURN(t->guard_,
+                            MappingGuard::Register({t->base_, static_cast<std::size_t>(
+                                                                  t->file_size_)}));
   EMBSTORE_RETURN_NOT_OK(t->Parse());
+  // The file may have shrunk between stat() and the reads of Parse().
+  EMBSTORE_RETURN_NOT_OK(t->CheckIntact());
   if (options.verify) EMBSTORE_RETURN_NOT_OK(t->VerifyAll());
   return std::shared_ptr<const Table>(std::move(t));
 }
@@ -311,6 +316,36 @@ Status Table::ReadRowsF32(std::uint64_t begin, std::uint64_t end, std::span<floa
         Range(begin, end) + " need " + std::to_string((end - begin) * dim_));
   }
   ConvertToF32(dtype_, bytes, out);
+  return CheckIntact();
+}
+
+Status Table::CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
+                       const CopyOptions& options) const {
+  EMBSTORE_ASSIGN_OR_RETURN(auto bytes, RowBytes(begin, end));
+  const std::uint64_t per_row = options.to_f32 ? dim_ * 4 : row_bytes_;
+  if (out.size() != (end - begin) * per_row) {
+    return Status::InvalidArgument("table '" + path_ + "': output holds " +
+                                   std::to_string(out.size()) + " bytes, rows " +
+                                   Range(begin, end) + " need " +
+                                   std::to_string((end - begin) * per_row));
+  }
+  if (options.verify) EMBSTORE_RETURN_NOT_OK(VerifyRows(begin, end));
+  if (options.to_f32) {
+    ConvertToF32(dtype_, bytes,
+                 std::span<float>(reinterpret_cast<float*>(out.data()), out.size() / 4));
+  } else if (!bytes.empty()) {
+    std::memcpy(out.data(), bytes.data(), bytes.size());
+  }
+  return CheckIntact();
+}
+
+Status Table::CheckIntact() const {
+  if (guard_ && guard_->poisoned()) {
+    return Status::Corruption("'" + path_ + "': part of the file could not be read while it was "
+                              "mapped (it was truncated or rewritten in place, or the disk "
+                              "failed); the data read from it is lost. Table files must be "
+                              "replaced by rename, never rewritten in place");
+  }
   return Status::OK();
 }
 
@@ -329,6 +364,7 @@ Status Table::VerifyRows(std::uint64_t begin, std::uint64_t end) const {
     std::uint64_t got = Checksum64(bytes);
     std::uint64_t want = BlockChecksum(b);
     if (got != want) {
+      EMBSTORE_RETURN_NOT_OK(CheckIntact());  // zeros from a truncated file: say so instead
       char buf[96];
       std::snprintf(buf, sizeof buf, ": stored %016llx, computed %016llx",
                     static_cast<unsigned long long>(want), static_cast<unsigned long long>(got));
@@ -336,7 +372,7 @@ Status Table::VerifyRows(std::uint64_t begin, std::uint64_t end) const {
                                 " (rows " + Range(first, last) + ")" + buf);
     }
   }
-  return Status::OK();
+  return CheckIntact();
 }
 
 Status Table::VerifyAll(const ProgressFn& progress) const {

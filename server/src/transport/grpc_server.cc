@@ -20,7 +20,7 @@
 #include <sstream>
 #include <thread>
 
-#include "../mapping_guard.h"
+#include "embstore/common/mapping_guard.h"
 #include "../metrics.h"
 #include "embstore/server/log.h"
 #include "embstore/server/server.h"

@@ -33,8 +33,6 @@
 
 namespace embstore::server {
 
-class MappingGuard;
-
 // What identifies one file on one host.
 struct FileIdentity {
   std::uint64_t device = 0;
@@ -74,8 +72,7 @@ class TableEntry {
   std::uint64_t generation_ = 0;
   std::uint64_t content_id_ = 0;
   int fd_ = -1;  // the mapped inode, for fstat in CheckIntact()
-  std::shared_ptr<const store::Table> table_;
-  std::unique_ptr<MappingGuard> guard_;  // declared after table_: unregistered before unmapping
+  std::shared_ptr<const store::Table> table_;  // its mapping is guarded (MappingGuard)
 };
 
 struct CatalogOptions {

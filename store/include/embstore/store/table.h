@@ -12,8 +12,12 @@
 //
 // Thread safety: a Table is immutable after Open(); all methods are safe to call concurrently.
 //
-// The file must not be truncated or rewritten in place while mapped (the kernel would deliver
-// SIGBUS on access). Writers in this project only ever publish by rename, which is safe.
+// Files changed underneath: writers in this project only ever publish by rename, which is safe.
+// A file truncated or rewritten in place by someone else while mapped would make the kernel
+// deliver SIGBUS on access; every Table registers its mapping with MappingGuard
+// (embstore/common/mapping_guard.h), so such a read returns zeros instead of killing the process,
+// and CheckIntact() reports it. CopyRows, ReadRowsF32 and the Verify* calls check it themselves;
+// code that reads spans from RowBytes()/Rows() must call CheckIntact() after using them.
 #ifndef EMBSTORE_STORE_TABLE_H_
 #define EMBSTORE_STORE_TABLE_H_
 
@@ -27,6 +31,7 @@
 #include <string>
 #include <string_view>
 
+#include "embstore/common/mapping_guard.h"
 #include "embstore/common/status.h"
 #include "embstore/store/dtype.h"
 
@@ -34,6 +39,12 @@ namespace embstore::store {
 
 struct OpenOptions {
   bool verify = false;  // verify every checksum block before returning
+};
+
+// How CopyRows writes rows.
+struct CopyOptions {
+  bool to_f32 = false;  // convert F16/BF16 to f32 (SIMD); otherwise the stored bytes
+  bool verify = false;  // check the checksum blocks of the rows before copying them
 };
 
 // Progress of a long operation: bytes done of bytes total. Return false to cancel.
@@ -76,6 +87,18 @@ class Table {
   // Rows [begin, end) converted to f32 into `out` (SIMD). out.size() must be (end-begin)*dim().
   Status ReadRowsF32(std::uint64_t begin, std::uint64_t end, std::span<float> out) const;
 
+  // Rows [begin, end) into `out`, which must hold exactly (end-begin) rows of the output type
+  // (row_bytes(), or dim()*4 with to_f32): the one way rows leave a mapping for memory the
+  // caller owns. Verifies the rows' blocks first when asked, then copies, then checks that the
+  // mapping stayed intact; no bytes from a failed block or a truncated file are reported as good.
+  Status CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
+                  const CopyOptions& options = {}) const;
+
+  // OK while the mapped bytes can be trusted. Corruption naming the file once a read of the
+  // mapping hit a page the file no longer backs (it was truncated or failed to read, and the
+  // read saw zeros). One atomic load.
+  Status CheckIntact() const;
+
   // Checksum blocks: block i covers rows [i*block_rows, min((i+1)*block_rows, rows)).
   std::uint64_t block_rows() const { return block_rows_; }
   std::uint64_t num_blocks() const { return num_blocks_; }
@@ -101,6 +124,7 @@ class Table {
 
   std::string path_;
   std::unique_ptr<Mapping> mapping_;
+  std::unique_ptr<MappingGuard> guard_;  // after mapping_: unregistered before unmapping
   const std::byte* base_ = nullptr;
   std::uint64_t file_size_ = 0;
   std::uint64_t rows_ = 0;

@@ -1,12 +1,13 @@
-#include "mapping_guard.h"
+#include "embstore/common/mapping_guard.h"
 
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <mutex>
 
-namespace embstore::server {
+namespace embstore {
 namespace {
 
 struct Slot {
@@ -18,8 +19,7 @@ struct Slot {
 Slot g_slots[kMaxGuardedMappings];
 std::atomic<std::uint64_t> g_faults{0};
 struct sigaction g_previous;
-std::once_flag g_install_once;
-std::mutex g_register_mu;  // serializes slot allocation (not used by the handler)
+std::mutex g_register_mu;  // serializes slot allocation and installs (not used by the handler)
 
 // Runs on the faulting thread. Only async-signal-safe work: atomics, mmap, sigaction.
 void OnSigbus(int sig, siginfo_t* info, void* ucontext) {
@@ -39,25 +39,32 @@ void OnSigbus(int sig, siginfo_t* info, void* ucontext) {
     g_faults.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  if (g_previous.sa_flags & SA_SIGINFO) {
-    if (g_previous.sa_sigaction != nullptr) {
-      g_previous.sa_sigaction(sig, info, ucontext);
-      return;
+  // Not ours. Hand the fault to the handler we replaced (which may print a traceback, as Python's
+  // faulthandler does), then restore the default disposition and return: the load faults again
+  // and the process dies with SIGBUS as it would have without the guard. A fault that reaches
+  // this point again while the previous handler runs (a handler that re-raises into us) goes
+  // straight to the default, so a chain of handlers can never loop.
+  static std::atomic<bool> chaining{false};
+  if (!chaining.exchange(true)) {
+    if (g_previous.sa_flags & SA_SIGINFO) {
+      if (g_previous.sa_sigaction != nullptr) g_previous.sa_sigaction(sig, info, ucontext);
+    } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN &&
+               g_previous.sa_handler != nullptr) {
+      g_previous.sa_handler(sig);
     }
-  } else if (g_previous.sa_handler != SIG_DFL && g_previous.sa_handler != SIG_IGN &&
-             g_previous.sa_handler != nullptr) {
-    g_previous.sa_handler(sig);
-    return;
   }
-  // Default disposition: restore it and return; the load faults again and the process dies with
-  // SIGBUS as it would have without the guard.
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
   sigemptyset(&dfl.sa_mask);
   sigaction(SIGBUS, &dfl, nullptr);
 }
 
-void Install() {
+// Installs OnSigbus unless it is the current handler; the handler it replaces becomes the one
+// faults outside every range go to. Called with g_register_mu held.
+void InstallLocked() {
+  struct sigaction current {};
+  if (sigaction(SIGBUS, nullptr, &current) != 0) return;
+  if ((current.sa_flags & SA_SIGINFO) && current.sa_sigaction == OnSigbus) return;
   struct sigaction sa {};
   sa.sa_sigaction = OnSigbus;
   sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_ONSTACK;
@@ -68,9 +75,9 @@ void Install() {
 }  // namespace
 
 Result<std::unique_ptr<MappingGuard>> MappingGuard::Register(std::span<const std::byte> range) {
-  std::call_once(g_install_once, Install);
-  if (range.empty()) return std::unique_ptr<MappingGuard>(new MappingGuard(-1));
   std::lock_guard<std::mutex> lock(g_register_mu);
+  InstallLocked();
+  if (range.empty()) return std::unique_ptr<MappingGuard>(new MappingGuard(-1));
   for (int i = 0; i < kMaxGuardedMappings; ++i) {
     Slot& s = g_slots[i];
     if (s.end.load(std::memory_order_acquire) != 0) continue;
@@ -100,4 +107,4 @@ std::uint64_t MappingGuard::TotalFaultsAbsorbed() {
   return g_faults.load(std::memory_order_relaxed);
 }
 
-}  // namespace embstore::server
+}  // namespace embstore

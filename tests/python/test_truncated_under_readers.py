@@ -1,0 +1,81 @@
+"""Table files truncated in place while a reader copies them: every reader of mapped memory ends
+with a clear error naming the file, never SIGBUS, and leaves no temporary files.
+
+Files are only ever replaced by rename in embstore, but other tools (cp over a file, a full disk
+during rsync --inplace, an operator's truncate) rewrite files in place."""
+import os
+import subprocess
+
+import pytest
+
+import embstore
+from conftest import wait_for_table, write_table
+
+ROWS, DIM = 300_000, 64  # 77 MB: a copy takes long enough to be caught in the middle
+
+
+@pytest.fixture
+def big(make_table_bin, tmp_path):
+    return write_table(make_table_bin, tmp_path / "big.emb", ROWS, DIM, keys=False,
+                       block_rows=4096)
+
+
+def _truncate_on_first_progress(path):
+    done = []
+
+    def progress(d, t):
+        if not done:
+            os.truncate(path, 64 << 10)
+            done.append(d)
+        return True
+
+    return progress
+
+
+@pytest.mark.parametrize("verify", [True, False])
+def test_python_load_of_a_file_truncated_mid_copy(big, verify):
+    with pytest.raises(embstore.errors.CorruptionError, match="big.emb"):
+        embstore.load(str(big), verify=verify, progress=_truncate_on_first_progress(big))
+
+
+def test_python_load_through_the_servers_local_path(make_table_bin, server):
+    path = write_table(make_table_bin, server.store / "big.emb", ROWS, DIM, block_rows=4096)
+    wait_for_table(server.unix, "big")
+    with pytest.raises(embstore.errors.EmbstoreError, match="big"):
+        embstore.load(server.unix, "big", local=True,
+                      progress=_truncate_on_first_progress(path))
+    assert server.proc.poll() is None, "the server died:\n" + server.log()
+
+
+def _race(cmd, path):
+    """Runs cmd and truncates `path` as soon as the command has mapped it. Returns (returncode,
+    stderr); retries with a fresh copy of the file until the truncation landed while the command
+    was still reading (a fast machine may finish first)."""
+    original = path.read_bytes()
+    for _ in range(10):
+        path.write_bytes(original)
+        proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        maps = f"/proc/{proc.pid}/maps"
+        while proc.poll() is None:
+            try:
+                with open(maps) as f:
+                    if str(path) in f.read():
+                        break
+            except OSError:
+                break
+        os.truncate(path, 64 << 10)
+        out, err = proc.communicate(timeout=120)
+        assert proc.returncode not in (-7, 135), f"killed by SIGBUS: {err}"
+        if proc.returncode != 0:
+            return proc.returncode, err
+    pytest.skip("the command finished before the truncation every time")
+
+
+@pytest.mark.parametrize("command", ["verify", "export"])
+def test_cli_readers_of_a_file_truncated_underneath(embstore_bin, big, tmp_path, command):
+    args = {"verify": [big], "export": [big, tmp_path / "out.npy", "--force"]}[command]
+    rc, err = _race([embstore_bin, command, *args], big)
+    assert rc == 1, err
+    assert "big.emb" in err and "Bad address" not in err, err
+    assert not [n for n in os.listdir(tmp_path) if ".tmp" in n], os.listdir(tmp_path)
