@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """MonitoredTrainingSession (and Estimator-style loops) with embstore's SessionRunHook.
 
-The hook builds its assign op before the graph is finalized and fills the variable once the
-session exists; a run that restores from checkpoint_dir keeps its restored values.
+The hook makes the table part of the variable's initialization: a fresh run's first checkpoint
+already holds the table, and a run that restores a checkpoint keeps its restored values without
+reading the table.
 
     python examples/monitored_session_hook.py --source unix:demo/embstore.sock --table sample
 """
@@ -26,7 +27,7 @@ def main():
         step = tf.compat.v1.train.get_or_create_global_step()
         loss = tf.reduce_sum(tf.nn.embedding_lookup(emb, [0, 1]))
         train = tf.compat.v1.train.GradientDescentOptimizer(0.01).minimize(loss, global_step=step)
-        hook = embstore.tf.init_hook({emb: args.table}, args.source, checkpoint_dir=ckpt)
+        hook = embstore.tf.init_hook({emb: args.table}, args.source)
         with tf.compat.v1.train.MonitoredTrainingSession(checkpoint_dir=ckpt, hooks=[hook]) as s:
             for _ in range(3):
                 _, value = s.run([train, loss])
