@@ -2,6 +2,7 @@
 // range) with parallel verified streams, or copies it from the local file when the server's file
 // is on this host. The output is written atomically. With --manifest, the table is split by row
 // ranges across several servers (docs/DEPLOY.md, "Sharded tables") and the shards load in parallel.
+#include <fcntl.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
@@ -67,8 +68,15 @@ class Buffer {
     Buffer b;
     b.size_ = bytes;
     if (bytes == 0) return b;
-    if (fd >= 0 && ::ftruncate(fd, static_cast<off_t>(bytes)) != 0) {
-      return Status::FromErrno("size '" + what + "'", errno);
+    // Reserve the file's blocks before mapping them: a store through a shared mapping that
+    // finds the disk full has no error to return and kills the process with SIGBUS, while
+    // posix_fallocate reports ENOSPC here, before any data moves.
+    if (fd >= 0) {
+      int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
+      if (err != 0) {
+        return Status::FromErrno("reserve " + std::to_string(bytes) + " bytes for '" + what + "'",
+                                 err);
+      }
     }
     void* p = fd >= 0 ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
                       : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
