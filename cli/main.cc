@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "command.h"
+#include "embstore/common/atomic_file.h"
 #include "embstore/store/format.h"
 
 namespace embstore::cli {
@@ -50,6 +51,9 @@ int main(int argc, char** argv) {
     int rc = app.exit(e);
     return rc == 0 ? kExitOk : kExitUsage;
   }
+  // Ctrl-C, kill or a closed terminal during convert, pull or export: remove the partial output
+  // (`serve` blocks these signals and stops gracefully instead).
+  embstore::RemoveTempFilesOnSignal();
   try {
     for (auto& [sub, run] : runs) {
       if (sub->parsed()) return run();

@@ -5,12 +5,57 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <limits.h>
+#include <signal.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <vector>
 
 namespace embstore {
 namespace {
+
+// Temporary files that exist right now, for the signal handler of RemoveTempFilesOnSignal().
+// A fixed table the handler can read without locks or allocation: a slot is taken (state 1),
+// filled, then published (state 2); releasing it sets state 0. Paths that do not fit, or files
+// beyond the table's size, are simply not registered (they are still removed on every normal
+// exit path).
+struct TempSlot {
+  std::atomic<int> state{0};
+  char path[PATH_MAX];
+};
+constexpr int kTempSlots = 64;
+TempSlot g_temp_slots[kTempSlots];
+
+int RegisterTemp(const std::string& path) {
+  if (path.size() >= PATH_MAX) return -1;
+  for (int i = 0; i < kTempSlots; ++i) {
+    int expected = 0;
+    if (!g_temp_slots[i].state.compare_exchange_strong(expected, 1)) continue;
+    std::memcpy(g_temp_slots[i].path, path.c_str(), path.size() + 1);
+    g_temp_slots[i].state.store(2, std::memory_order_release);
+    return i;
+  }
+  return -1;
+}
+
+void UnregisterTemp(int slot) {
+  if (slot >= 0) g_temp_slots[slot].state.store(0, std::memory_order_release);
+}
+
+// Async-signal-safe: unlink(), atomics, sigaction(), raise().
+void RemoveTempsAndReraise(int sig) {
+  for (TempSlot& s : g_temp_slots) {
+    if (s.state.load(std::memory_order_acquire) == 2) ::unlink(s.path);
+  }
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigemptyset(&dfl.sa_mask);
+  sigaction(sig, &dfl, nullptr);
+  raise(sig);  // dies of the signal, as it would have: the exit status tells the caller why
+}
 
 std::string DirName(const std::string& path) {
   auto slash = path.find_last_of('/');
@@ -73,6 +118,7 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path, 
   if (fd < 0) return Status::FromErrno("create temporary file in '" + dir + "'", errno);
   f->fd_ = fd;
   f->temp_path_ = buf.data();
+  f->signal_slot_ = RegisterTemp(f->temp_path_);
   // mkostemp creates 0600; a published table is readable by the serving user too.
   mode_t mask = ::umask(0);
   ::umask(mask);
@@ -136,6 +182,8 @@ Status AtomicFile::Commit() {
     return Status::FromErrno("rename '" + temp_path_ + "' to '" + path_ + "'", err);
   }
   done_ = true;
+  UnregisterTemp(signal_slot_);
+  signal_slot_ = -1;
   return SyncDirectory(DirName(path_));
 }
 
@@ -146,7 +194,22 @@ void AtomicFile::Abort() {
     fd_ = -1;
   }
   if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  UnregisterTemp(signal_slot_);
+  signal_slot_ = -1;
   done_ = true;
+}
+
+void RemoveTempFilesOnSignal() {
+  for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {
+    struct sigaction current {};
+    if (sigaction(sig, nullptr, &current) != 0 || current.sa_handler == SIG_IGN) continue;
+    struct sigaction sa {};
+    sa.sa_handler = RemoveTempsAndReraise;
+    sigemptyset(&sa.sa_mask);
+    for (int other : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) sigaddset(&sa.sa_mask, other);
+    sa.sa_flags = SA_RESETHAND;
+    sigaction(sig, &sa, nullptr);
+  }
 }
 
 }  // namespace embstore

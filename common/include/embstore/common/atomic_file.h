@@ -5,7 +5,8 @@
 // rename is atomic). Commit() fsyncs the data, renames onto the destination and fsyncs the
 // directory. Without `overwrite`, an existing destination is AlreadyExists both at Create() and at
 // Commit() (no-clobber rename), so a file that appeared meanwhile is never replaced. Abort(), the
-// destructor of an uncommitted file, and a failed Commit() remove the temporary file.
+// destructor of an uncommitted file, and a failed Commit() remove the temporary file; so does a
+// fatal signal, in programs that call RemoveTempFilesOnSignal().
 //
 // Not thread-safe; one thread owns an AtomicFile.
 #ifndef EMBSTORE_COMMON_ATOMIC_FILE_H_
@@ -52,7 +53,16 @@ class AtomicFile {
   int fd_ = -1;
   std::uint64_t append_offset_ = 0;
   bool done_ = false;
+  int signal_slot_ = -1;  // in the registry RemoveTempFilesOnSignal() reads
 };
+
+// Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGQUIT (those not ignored) that remove every
+// AtomicFile's temporary file that exists at that moment, then let the signal take its default
+// course (the process dies of it; its exit status says so). For programs such as the CLI, where
+// a signal would otherwise leave ".NAME.tmp-XXXXXX" files behind. Not for libraries loaded into
+// someone else's process (the Python module leaves signals to Python, whose KeyboardInterrupt
+// unwinds through the destructors).
+void RemoveTempFilesOnSignal();
 
 // True when `path` names an existing file system entry.
 bool PathExists(const std::string& path);

@@ -1,0 +1,63 @@
+"""SIGINT, SIGTERM or SIGHUP while convert, pull or export writes: the process dies of the signal
+(its exit status says which) and leaves no ".OUT.tmp-*" file behind."""
+import os
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import wait_for_table, write_table
+
+
+def _kill_once_writing(cmd, outdir, sig):
+    """Starts cmd, sends `sig` as soon as its temporary output exists; returns the exit status,
+    or None when the command finished before it could be signalled."""
+    proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    deadline = time.monotonic() + 60
+    while proc.poll() is None and time.monotonic() < deadline:
+        if any(".tmp-" in n for n in os.listdir(outdir)):
+            proc.send_signal(sig)
+            break
+    proc.wait(timeout=60)
+    return proc.returncode
+
+
+@pytest.fixture(scope="module")
+def big_text(tmp_path_factory):
+    path = tmp_path_factory.mktemp("sig") / "m.txt"
+    line = " ".join(["-0.0123456789"] * 128) + "\n"
+    with open(path, "w") as f:
+        f.writelines(line for _ in range(120_000))  # ~170 MB of text
+    return path
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM, signal.SIGHUP])
+def test_convert_removes_its_temporary_file(embstore_bin, big_text, tmp_path, sig):
+    out = tmp_path / "out"
+    out.mkdir()
+    rc = _kill_once_writing([embstore_bin, "convert", big_text, out / "m.emb", "--threads", "1"],
+                            out, sig)
+    if rc == 0:
+        pytest.skip("convert finished before the signal")
+    assert rc == -sig, rc
+    assert os.listdir(out) == []
+
+
+@pytest.mark.parametrize("command", ["pull", "export"])
+def test_pull_and_export_remove_their_temporary_files(embstore_bin, make_table_bin, server,
+                                                      tmp_path, command):
+    write_table(make_table_bin, server.store / "t.emb", 400_000, 128, keys=True)  # 205 MB
+    wait_for_table(server.unix, "t")
+    out = tmp_path / "out"
+    out.mkdir()
+    cmd = {"pull": [embstore_bin, "pull", "--from", server.unix, "--table", "t", "--out",
+                    out / "t.emb", "--no-local"],
+           "export": [embstore_bin, "export", server.store / "t.emb", out / "t.npy", "--keys",
+                      out / "t.keys"]}[command]
+    rc = _kill_once_writing(cmd, out, signal.SIGTERM)
+    if rc == 0:
+        pytest.skip(f"{command} finished before the signal")
+    assert rc == -signal.SIGTERM, rc
+    assert os.listdir(out) == []
