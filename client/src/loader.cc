@@ -254,6 +254,7 @@ Status Loader::Stream(int index, Part part) {
   std::uint64_t verified = part.begin;  // rows before this are verified and in place
   int attempt = 0;                      // consecutive failures without progress
   Status last;                          // why the last attempt failed
+  std::optional<std::uint64_t> last_bad_row;  // where the last corrupt chunk was fetched from
   bool first_attempt = true;
   while (verified < part.end) {
     if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
@@ -340,6 +341,14 @@ Status Loader::Stream(int index, Part part) {
 
     if (!chunk_error.ok()) {
       if (chunk_error.code() == StatusCode::kFailedPrecondition) return chunk_error;
+      // A chunk that fails verification again after a fresh fetch of the same rows is not a
+      // transient flip in transit: the server's file is corrupt there, and every further retry
+      // would fetch the same bytes. Fail now instead of spending the whole retry budget.
+      if (last_bad_row == verified && chunk_error.message() == last.message()) {
+        return Status::Corruption(chunk_error.message() + " (twice, on fresh fetches: the " +
+                                  "server's copy is corrupt; run 'embstore verify' on its file)");
+      }
+      last_bad_row = verified;
       ++bad_chunks_;
       {
         std::lock_guard<std::mutex> lock(mu_);
@@ -358,6 +367,11 @@ Status Loader::Stream(int index, Part part) {
       return Status::DeadlineExceeded("load of table '" + desc_.name + "' from '" +
                                       client_.options_.target + "' passed its deadline at row " +
                                       std::to_string(verified));
+    } else if (s.error_code() == grpc::StatusCode::CANCELLED) {
+      // Not cancelled by us (checked above): the server cancelled the call, as a server that
+      // shuts down or restarts does with the streams in flight. Resume like any lost connection.
+      last = Status::Unavailable("server '" + client_.options_.target +
+                                 "' cancelled the stream (shutting down?): " + s.error_message());
     } else if (!internal::Transient(s.error_code())) {
       return internal::FromGrpc(s, client_.options_.target);
     } else {
