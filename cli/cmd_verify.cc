@@ -26,8 +26,9 @@ RunFn RegisterVerify(CLI::App& app) {
     const std::uint64_t total = t.rows() * t.row_bytes();
     std::uint64_t bad = 0;
     for (std::uint64_t b = 0; b < t.num_blocks(); ++b) {
-      std::uint64_t first = b * t.block_rows();
-      std::uint64_t last = std::min(first + t.block_rows(), t.rows());
+      const std::uint64_t first = b * t.block_rows();
+      const std::uint64_t last = t.rows() - first <= t.block_rows() ? t.rows()
+                                                                    : first + t.block_rows();
       Status st = t.VerifyRows(first, last);
       if (!st.ok()) {
         progress.Finish();
@@ -39,16 +40,32 @@ RunFn RegisterVerify(CLI::App& app) {
       progress.Update(last * t.row_bytes(), total);
     }
     progress.Finish();
-    if (bad > 0) {
-      std::fprintf(stderr, "embstore verify: '%s': %llu of %llu blocks are corrupt\n",
+    std::string keys_note;
+    bool keys_bad = false;
+    if (t.has_keys()) {
+      if (!t.keys_checksummed()) {
+        keys_note = "; keys unchecked (format version " + std::to_string(t.format_version()) +
+                    " has no key checksums)";
+      } else if (Status st = t.VerifyKeys(); !st.ok()) {
+        std::fprintf(stderr, "embstore verify: %s\n", st.message().c_str());
+        keys_bad = true;
+      } else {
+        keys_note = " and the keys";
+      }
+    }
+    if (bad > 0 || keys_bad) {
+      std::fprintf(stderr, "embstore verify: '%s': %llu of %llu blocks are corrupt%s\n",
                    args->file.c_str(), static_cast<unsigned long long>(bad),
-                   static_cast<unsigned long long>(t.num_blocks()));
+                   static_cast<unsigned long long>(t.num_blocks()),
+                   keys_bad ? ", and so are the keys" : "");
       return kExitFailure;
     }
-    std::printf("%s: ok, %llu rows x %llu %s, %llu blocks verified in %.2f s\n", args->file.c_str(),
-                static_cast<unsigned long long>(t.rows()), static_cast<unsigned long long>(t.dim()),
+    std::printf("%s: ok, %llu rows x %llu %s, %llu blocks%s verified in %.2f s\n",
+                args->file.c_str(), static_cast<unsigned long long>(t.rows()),
+                static_cast<unsigned long long>(t.dim()),
                 std::string(store::DTypeName(t.dtype())).c_str(),
-                static_cast<unsigned long long>(t.num_blocks()), progress.Seconds());
+                static_cast<unsigned long long>(t.num_blocks()), keys_note.c_str(),
+                progress.Seconds());
     return kExitOk;
   };
 }

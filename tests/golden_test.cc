@@ -1,4 +1,4 @@
-// Golden table files written by embstore_make_test_table for format version 1 (see
+// Golden table files written by embstore_make_test_table for format versions 1 and 2 (see
 // tests/data/README.md). A change to the format that stops these from reading is a break of
 // compatibility: bump the version in docs/FORMAT.md and add new golden files instead.
 #include <gtest/gtest.h>
@@ -16,10 +16,13 @@ float Expected(std::uint64_t r, std::uint64_t c) {
 }
 
 void CheckGolden(const std::string& name, DType dtype, std::uint64_t rows, std::uint64_t dim,
-                 bool keys, const std::string& key_prefix) {
+                 bool keys, const std::string& key_prefix, int version = 1) {
   auto t = Table::Open(std::string(EMBSTORE_TEST_DATA_DIR) + "/" + name, {.verify = true});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
-  EXPECT_EQ((*t)->format_version(), 1);
+  EXPECT_EQ((*t)->format_version(), version);
+  // Version 1 keys carry no checksums; version 2 keys do, and they pass.
+  EXPECT_EQ((*t)->keys_checksummed(), keys && version >= 2);
+  EXPECT_TRUE((*t)->VerifyKeys().ok());
   EXPECT_EQ((*t)->dtype(), dtype);
   ASSERT_EQ((*t)->rows(), rows);
   ASSERT_EQ((*t)->dim(), dim);
@@ -44,6 +47,15 @@ TEST(Golden, V1F16UnicodeKeys) {
 }
 TEST(Golden, V1BF16NoKeys) { CheckGolden("golden_v1_bf16.emb", DType::kBF16, 20, 5, false, ""); }
 TEST(Golden, V1EmptyTable) { CheckGolden("golden_v1_empty.emb", DType::kF32, 0, 4, true, "k"); }
+TEST(Golden, V2F32WithKeys) {
+  CheckGolden("golden_v2_f32_keys.emb", DType::kF32, 50, 8, true, "k", 2);
+}
+TEST(Golden, V2F16UnicodeKeys) {
+  CheckGolden("golden_v2_f16_unicode.emb", DType::kF16, 33, 3, true, "ключ", 2);
+}
+TEST(Golden, V2EmptyTable) {
+  CheckGolden("golden_v2_empty.emb", DType::kF32, 0, 4, true, "k", 2);
+}
 
 }  // namespace
 }  // namespace embstore::store

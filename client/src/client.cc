@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "embstore/store/checksum.h"
+#include "embstore/store/format.h"
 #include "embstore/v1/embstore.grpc.pb.h"
 #include "grpc_util.h"
 
@@ -43,7 +44,7 @@ std::optional<store::DType> FromProto(v1::DType d) {
   }
 }
 
-Result<TableDesc> ToDesc(const v1::TableInfo& t) {
+Result<TableDesc> ToDesc(const v1::TableInfo& t, const std::string& o_target) {
   auto dtype = FromProto(t.dtype());
   if (!dtype) {
     return Status::Unimplemented("table '" + t.name() +
@@ -68,7 +69,12 @@ Result<TableDesc> ToDesc(const v1::TableInfo& t) {
     d.file = FileIdentity{t.file().path(), t.file().device(), t.file().inode(), t.file().size(),
                           t.file().mtime_ns()};
   }
-  if (d.row_bytes != d.dim * store::DTypeSize(d.dtype) || d.block_rows == 0) {
+  // A description is input from the network: its sizes go through the same overflow-checked
+  // arithmetic as a file's header before anything is sized from them.
+  auto g = store::ComputeGeometry(d.rows, d.dim, store::DTypeSize(d.dtype), d.block_rows,
+                                  "server '" + o_target + "' described table '" + d.name + "'");
+  if (!g.ok()) return Status::Corruption(g.status().message());
+  if (d.row_bytes != g->row_bytes || d.num_blocks != g->num_blocks) {
     return Status::Internal("server described table '" + d.name + "' inconsistently (row_bytes " +
                             std::to_string(d.row_bytes) + ", dim " + std::to_string(d.dim) +
                             ", block_rows " + std::to_string(d.block_rows) + ")");
@@ -137,7 +143,7 @@ Result<std::vector<TableDesc>> Client::ListTables() {
   if (!s.ok()) return internal::FromGrpc(s, options_.target);
   std::vector<TableDesc> out;
   for (const auto& t : resp.tables()) {
-    EMBSTORE_ASSIGN_OR_RETURN(auto d, ToDesc(t));
+    EMBSTORE_ASSIGN_OR_RETURN(auto d, ToDesc(t, options_.target));
     out.push_back(std::move(d));
   }
   return out;
@@ -151,7 +157,7 @@ Result<TableDesc> Client::Describe(const std::string& table) {
   v1::TableInfo info;
   grpc::Status s = impl_->stub->DescribeTable(&ctx, req, &info);
   if (!s.ok()) return internal::FromGrpc(s, options_.target);
-  return ToDesc(info);
+  return ToDesc(info, options_.target);
 }
 
 Result<std::uint64_t> Client::OutputBytes(const TableDesc& desc, const LoadOptions& o) {
@@ -226,9 +232,27 @@ Result<LookupResult> LookupBatched(
     out.dim = resp.dim();
     out.dtype = *dt;
     pinned = resp.content_id();
+    // Each row arrives with its checksum (docs/PROTOCOL.md, "Lookup"): a row that does not match
+    // is never handed to the caller.
+    const std::size_t row_bytes = out.dim * store::DTypeSize(out.dtype);
+    const auto* d = reinterpret_cast<const std::byte*>(resp.data().data());
+    if (resp.data().size() != static_cast<std::size_t>(resp.rows_size()) * row_bytes ||
+        resp.row_checksums_size() != resp.rows_size()) {
+      return Status::Corruption("server '" + o.target + "' answered a lookup in table '" + table +
+                                "' with " + std::to_string(resp.rows_size()) + " rows, " +
+                                std::to_string(resp.row_checksums_size()) + " checksums and " +
+                                std::to_string(resp.data().size()) + " bytes of " +
+                                std::to_string(row_bytes) + "-byte rows");
+    }
+    for (int k = 0; k < resp.rows_size(); ++k) {
+      if (store::Checksum64({d + k * row_bytes, row_bytes}) != resp.row_checksums(k)) {
+        return Status::Corruption("table '" + table + "' on server '" + o.target + "': row " +
+                                  std::to_string(resp.rows(k)) +
+                                  " of a lookup reply fails its checksum");
+      }
+    }
     out.rows.insert(out.rows.end(), resp.rows().begin(), resp.rows().end());
     for (std::uint32_t m : resp.missing()) out.missing.push_back(static_cast<std::uint32_t>(i + m));
-    const auto* d = reinterpret_cast<const std::byte*>(resp.data().data());
     out.data.insert(out.data.end(), d, d + resp.data().size());
     i += batch;
   } while (i < n);

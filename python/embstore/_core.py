@@ -41,6 +41,27 @@ def numpy_dtype(table_dtype):
     raise InvalidArgumentError(f"unknown table dtype {table_dtype!r}")
 
 
+def _check_table_name(table):
+    """The rules a server applies to table names (docs/PROTOCOL.md), for local stores too."""
+    if not isinstance(table, str):
+        raise InvalidArgumentError(f"table name must be a string, not {type(table).__name__}")
+    why = None
+    if not table:
+        why = "empty"
+    elif len(table.encode("utf-8", "surrogatepass")) > 250:
+        why = "longer than 250 bytes"
+    elif table.startswith("."):
+        why = "starts with '.'"
+    elif "/" in table:
+        why = "contains '/'"
+    elif "\0" in table:
+        why = "contains a NUL byte"
+    elif any(ord(c) < 0x20 for c in table):
+        why = "contains a control character"
+    if why:
+        raise InvalidArgumentError(f"invalid table name {table[:80]!r}: {why}")
+
+
 class Source:
     """Where tables come from: a table file, a store directory, or a server.
 
@@ -94,8 +115,7 @@ class Source:
         else:
             if table is None:
                 raise InvalidArgumentError(f"source {self.location!r} needs a table name")
-            if "/" in table or table.startswith(".") or not table:
-                raise InvalidArgumentError(f"invalid table name {table!r}")
+            _check_table_name(table)
             path = os.path.join(self.location, table + ".emb")
             if not os.path.isfile(path):
                 raise NotFoundError(f"no table {table!r} in store directory {self.location!r} "
@@ -119,6 +139,7 @@ class Source:
         if self.kind == "server":
             if table is None:
                 raise InvalidArgumentError(f"server {self.location!r} needs a table name")
+            _check_table_name(table)
             return self._client.describe(table)
         t = self._local(table)
         name = os.path.splitext(os.path.basename(t.path))[0]
@@ -159,21 +180,29 @@ class Source:
         t = self._local(table)
         return t.view().view(numpy_dtype(t.dtype)).reshape(t.rows, t.dim)
 
-    def gather(self, table, keys):
-        """(positions of the keys found, their rows in the stored dtype, in request order)."""
+    def gather(self, table, keys, verify=True):
+        """(positions of the keys found, their rows in the stored dtype, in request order).
+
+        Rows come only from checksum blocks that passed (local reads verify each touched block
+        once per mapping when `verify`; a server verifies them and each row of its reply is
+        checked against the checksum it carries)."""
         if self.kind == "sharded":
             raise InvalidArgumentError(
                 f"keys= lookups are not supported through shard manifest {self.location!r}; "
                 "load rows, or look keys up on the shard's server")
+        desc = self.describe(table)
         if self.kind == "server":
             rows, missing, data = self._client.lookup_keys(table, list(keys))
-            desc = self.describe(table)
             found = np.setdiff1d(np.arange(len(keys)), np.asarray(missing, dtype=np.int64))
             matrix = np.frombuffer(data, dtype=numpy_dtype(desc["dtype"])).reshape(-1, desc["dim"])
             return found, matrix
-        row_of = np.asarray(self._local(table).find_keys(list(keys)), dtype=np.int64)
+        t = self._local(table)
+        row_of = np.asarray(t.find_keys(list(keys), verify), dtype=np.int64)
         found = np.flatnonzero(row_of >= 0)
-        return found, self.view(table)[row_of[found]]
+        matrix = aligned_empty((len(found), desc["dim"]), numpy_dtype(desc["dtype"]))
+        t.gather_into(np.ascontiguousarray(row_of[found], dtype=np.uint64), matrix.view(np.uint8),
+                      False, verify)
+        return found, matrix
 
     def keys(self, table=None, begin=0, end=None):
         desc = self.describe(table)
@@ -184,7 +213,7 @@ class Source:
             return self._client.keys(begin, end)
         if self.kind == "server":
             return self._client.keys(table, begin, end)
-        return self._local(table).keys(begin, end)
+        return self._local(table).keys(begin, end, True)
 
 
 def _row_range(rows, nrows):
@@ -349,7 +378,7 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
             raise InvalidArgumentError(
                 f"table {name!r} has no keys (it was converted from a matrix without tokens), "
                 f"so keys= cannot look rows up; load rows= instead")
-        return _load_keys(src, tname, desc, keys, missing, out_dtype)
+        return _load_keys(src, tname, desc, keys, missing, out_dtype, verify)
     begin, end = _row_range(rows, desc["rows"])
     out = aligned_empty((end - begin, desc["dim"]), out_dtype)
     kw = dict(streams=streams, timeout=timeout or 0.0, verify=verify, progress=progress,
@@ -361,12 +390,12 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     return out
 
 
-def _load_keys(src, table, desc, keys, missing, out_dtype):
+def _load_keys(src, table, desc, keys, missing, out_dtype, verify):
     if not (missing in ("error", "zeros") or callable(missing)):
         raise InvalidArgumentError(
             f"missing= must be 'error', 'zeros' or a callable, not {missing!r}")
     dim = desc["dim"]
-    found, matrix = src.gather(table, keys)
+    found, matrix = src.gather(table, keys, verify)
     absent = np.setdiff1d(np.arange(len(keys)), found)
     if len(absent) and missing == "error":
         raise MissingKeysError(desc["name"], [keys[i] for i in absent])

@@ -81,7 +81,14 @@ std::string FormatSeconds(double s) {
   }
   nb::object errors = nb::module_::import_("embstore.errors");
   nb::object type = errors.attr(cls);
-  PyErr_SetString(type.ptr(), st.message().c_str());
+  // Messages may quote bytes from hostile files; never let a bad byte turn the error into a
+  // UnicodeDecodeError.
+  PyObject* text = PyUnicode_DecodeUTF8(st.message().data(),
+                                        static_cast<Py_ssize_t>(st.message().size()),
+                                        "backslashreplace");
+  if (text == nullptr) throw nb::python_error();
+  PyErr_SetObject(type.ptr(), text);
+  Py_DECREF(text);
   throw nb::python_error();
 }
 
@@ -359,6 +366,8 @@ class PyTable {
   std::string path() const { return table_->path(); }
   std::uint64_t data_offset() const { return table_->data_offset(); }
   std::uint64_t content_id() const { return store::ContentId(*table_); }
+  int format_version() const { return table_->format_version(); }
+  bool keys_checksummed() const { return table_->keys_checksummed(); }
   std::map<std::string, std::string> metadata() const { return table_->user_metadata(); }
 
   // Rows [begin, end) into `out` (raw bytes, or f32 when to_f32), verifying their blocks first
@@ -429,24 +438,52 @@ class PyTable {
         reinterpret_cast<const std::uint8_t*>(bytes.data()), 2, shape, owner);
   }
 
-  // Row of each key, or -1 when the table lacks it.
-  std::vector<std::int64_t> FindKeys(const std::vector<std::string>& keys) const {
+  // Row of each key, or -1 when the table lacks it. With `verify`, the key tensors are checked
+  // against their checksums first (once per mapping).
+  std::vector<std::int64_t> FindKeys(const std::vector<std::string>& keys, bool verify) const {
     std::vector<std::int64_t> out(keys.size(), -1);
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      auto r = table_->FindKey(keys[i]);
-      if (r) out[i] = static_cast<std::int64_t>(*r);
+    Status st;
+    {
+      nb::gil_scoped_release nogil;
+      if (verify) st = table_->VerifyKeys();
+      for (std::size_t i = 0; st.ok() && i < keys.size(); ++i) {
+        auto r = table_->FindKey(keys[i]);
+        if (r) out[i] = static_cast<std::int64_t>(*r);
+      }
+      if (st.ok()) st = table_->CheckIntact();
     }
+    Check(st);
     return out;
   }
 
-  std::vector<std::string> Keys(std::uint64_t begin, std::optional<std::uint64_t> end) const {
+  // Rows `rows` (a 1-D uint64 array) into `out`, in order; each row's checksum block verified
+  // first (once per mapping) when asked.
+  void GatherInto(nb::ndarray<const std::uint64_t, nb::ndim<1>, nb::c_contig, nb::device::cpu> rows,
+                  OutArray out, bool to_f32, bool verify) {
+    auto dst = Bytes(out);
+    store::CopyOptions copy;
+    copy.to_f32 = to_f32;
+    copy.verify = verify;
+    std::span<const std::uint64_t> ids(rows.data(), rows.size());
+    Status st;
+    {
+      nb::gil_scoped_release nogil;
+      st = table_->GatherRows(ids, dst, copy);
+    }
+    Check(st);
+  }
+
+  std::vector<std::string> Keys(std::uint64_t begin, std::optional<std::uint64_t> end,
+                                bool verify) const {
     if (!table_->has_keys())
       Raise(Status::FailedPrecondition("'" + table_->path() + "' has no keys"));
     std::uint64_t e = end.value_or(table_->rows());
     Check(table_->RowBytes(begin, e).status());
+    if (verify) Check(table_->VerifyKeys());
     std::vector<std::string> out;
     out.reserve(e - begin);
     for (std::uint64_t r = begin; r < e; ++r) out.emplace_back(table_->Key(r));
+    Check(table_->CheckIntact());
     return out;
   }
 
@@ -514,11 +551,15 @@ NB_MODULE(_native, m) {
       .def_prop_ro("path", &PyTable::path)
       .def_prop_ro("data_offset", &PyTable::data_offset)
       .def_prop_ro("content_id", &PyTable::content_id)
+      .def_prop_ro("format_version", &PyTable::format_version)
+      .def_prop_ro("keys_checksummed", &PyTable::keys_checksummed)
       .def_prop_ro("metadata", &PyTable::metadata)
       .def("read_into", &PyTable::ReadInto, "begin"_a, "end"_a, "out"_a, "to_f32"_a = false,
            "verify"_a = false, "timeout"_a = 0.0, "progress"_a = nb::none())
       .def("view", &PyTable::View)
-      .def("find_keys", &PyTable::FindKeys, "keys"_a)
-      .def("keys", &PyTable::Keys, "begin"_a = 0, "end"_a = nb::none())
+      .def("find_keys", &PyTable::FindKeys, "keys"_a, "verify"_a = true)
+      .def("gather_into", &PyTable::GatherInto, "rows"_a, "out"_a, "to_f32"_a = false,
+           "verify"_a = true)
+      .def("keys", &PyTable::Keys, "begin"_a = 0, "end"_a = nb::none(), "verify"_a = true)
       .def("verify", &PyTable::Verify);
 }

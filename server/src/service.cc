@@ -247,6 +247,8 @@ Result<v1::LookupResponse> Service::Lookup(const v1::LookupRequest& r) const {
   std::vector<std::uint64_t> rows;
   rows.reserve(n);
   if (by_key) {
+    // The key index and key bytes are checked once per loaded table, before the first lookup.
+    EMBSTORE_RETURN_NOT_OK(t.VerifyKeys().WithContext("table " + Quote(r.table())));
     for (int i = 0; i < r.keys().keys_size(); ++i) {
       auto row = t.FindKey(r.keys().keys(i));
       if (row.has_value()) {
@@ -275,14 +277,18 @@ Result<v1::LookupResponse> Service::Lookup(const v1::LookupRequest& r) const {
   }
   std::string* data = out.mutable_data();
   data->resize(bytes);
-  std::size_t at = 0;
-  for (std::uint64_t row : rows) {
-    EMBSTORE_ASSIGN_OR_RETURN(auto src, t.RowBytes(row, row + 1));
-    std::memcpy(data->data() + at, src.data(), src.size());
-    at += src.size();
-    out.add_rows(row);
-  }
+  // Every row's checksum block is verified (once per loaded table) before the row is copied: a
+  // lookup never returns a row from a block that fails its checksum.
+  store::CopyOptions copy;
+  copy.verify = true;
+  EMBSTORE_RETURN_NOT_OK(t.GatherRows(
+      rows, std::as_writable_bytes(std::span<char>(data->data(), data->size())), copy));
   EMBSTORE_RETURN_NOT_OK(entry->CheckIntact());  // the copies may have read absorbed faults
+  const auto* d = reinterpret_cast<const std::byte*>(data->data());
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    out.add_rows(rows[i]);
+    out.add_row_checksums(store::Checksum64({d + i * t.row_bytes(), t.row_bytes()}));
+  }
   return out;
 }
 
@@ -292,6 +298,8 @@ Result<std::unique_ptr<KeyStream>> Service::StreamKeys(const v1::StreamKeysReque
   EMBSTORE_ASSIGN_OR_RETURN(auto entry, Resolve(r.table(), expected));
   const store::Table& t = entry->table();
   if (!t.has_keys()) return Status::FailedPrecondition(Quote(r.table()) + " has no keys");
+  // Keys leave the server only once they passed their checksums (once per loaded table).
+  EMBSTORE_RETURN_NOT_OK(t.VerifyKeys().WithContext("table " + Quote(r.table())));
   const std::uint64_t end = r.has_end_row() ? r.end_row() : t.rows();
   EMBSTORE_RETURN_NOT_OK(CheckRange(r.table(), t.rows(), r.begin_row(), end));
   std::uint64_t budget = r.chunk_bytes() == 0 ? options_.default_key_chunk_bytes : r.chunk_bytes();

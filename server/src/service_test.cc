@@ -1,8 +1,10 @@
 #include "embstore/server/service.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include "embstore/store/checksum.h"
 #include "test_util.h"
 
 namespace embstore::server {
@@ -259,6 +261,47 @@ TEST_F(ServiceTest, LooksUpKeysAndReportsTheMissingOnes) {
   EXPECT_EQ(r->missing(0), 1u);
   EXPECT_EQ(r->missing(1), 3u);
   EXPECT_EQ(r->data(), ExpectedRowBytes(spec_, 7, 8) + ExpectedRowBytes(spec_, 0, 1));
+}
+
+TEST_F(ServiceTest, LookupRepliesCarryRowChecksumsAndNeverABadBlock) {
+  // Flip one byte of row 140 of the served file (block 2 of 64-row blocks, rows [128, 192)).
+  const std::string path = dir_.File("words.emb");
+  const std::uint64_t row_bytes = spec_.dim * 4;
+  std::uint64_t off = 0;
+  {
+    auto t = store::Table::Open(path);
+    ASSERT_TRUE(t.ok());
+    off = (*t)->data_offset() + 140 * row_bytes + 5;
+  }
+  int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  unsigned char b = 0;
+  ASSERT_EQ(::pread(fd, &b, 1, static_cast<off_t>(off)), 1);
+  b ^= 0x10;
+  ASSERT_EQ(::pwrite(fd, &b, 1, static_cast<off_t>(off)), 1);
+  ::close(fd);
+
+  v1::LookupRequest good;
+  good.set_table("words");
+  for (const char* k : {"key-7", "key-999"}) good.mutable_keys()->add_keys(k);
+  auto r = service_->Lookup(good);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->row_checksums_size(), 2);
+  EXPECT_EQ(r->row_checksums(0), store::Checksum64(std::as_bytes(std::span<const char>(
+                                      r->data().data(), row_bytes))));
+  for (auto pick : {std::string("key-141"), std::string("key-128")}) {  // row 140's block
+    v1::LookupRequest bad;
+    bad.set_table("words");
+    bad.mutable_keys()->add_keys(pick);
+    auto st = service_->Lookup(bad).status();
+    EXPECT_EQ(st.code(), StatusCode::kCorruption) << pick;
+    EXPECT_NE(st.message().find("checksum mismatch in block 2"), std::string::npos)
+        << st.message();
+  }
+  v1::LookupRequest by_id;
+  by_id.set_table("words");
+  by_id.mutable_rows()->add_ids(140);
+  EXPECT_EQ(service_->Lookup(by_id).status().code(), StatusCode::kCorruption);
 }
 
 TEST_F(ServiceTest, BadLookupsNameWhatWasWrong) {

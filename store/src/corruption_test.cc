@@ -142,7 +142,9 @@ TEST_F(Corruption, RejectsHeaderLiesAboutOffsets) {
   ExpectHeaderRejected([](auto& j) { j["checksums"]["data_offsets"][0] = 472; }, "hole");
   ExpectHeaderRejected([](auto& j) { j["embedding"]["data_offsets"] = {10, 5}; }, "ends");
   ExpectHeaderRejected([](auto& j) { j["embedding"]["data_offsets"] = {0}; }, "data_offsets");
-  ExpectHeaderRejected([](auto& j) { j["keys.bytes"]["data_offsets"][1] = 1u << 30; }, "cover");
+  ExpectHeaderRejected([](auto& j) { j["keys.checksums"]["data_offsets"][1] = 1u << 30; },
+                       "cover");
+  ExpectHeaderRejected([](auto& j) { j["keys.bytes"]["data_offsets"][1] = 1u << 30; }, "hole");
 }
 
 TEST_F(Corruption, RejectsMissingOrForeignProfile) {
@@ -150,8 +152,18 @@ TEST_F(Corruption, RejectsMissingOrForeignProfile) {
                        "not an embstore table");
   ExpectHeaderRejected([](auto& j) { j["__metadata__"]["embstore.version"] = "x"; },
                        "embstore.version");
-  ExpectHeaderRejected([](auto& j) { j["__metadata__"]["embstore.version"] = "2"; },
+  ExpectHeaderRejected([](auto& j) { j["__metadata__"]["embstore.version"] = "3"; },
                        "newer than this embstore reads", StatusCode::kUnimplemented);
+  // A version 1 table knows no keys.checksums; a version 2 table with keys needs it.
+  ExpectHeaderRejected([](auto& j) { j["__metadata__"]["embstore.version"] = "1"; },
+                       "unexpected tensor 'keys.checksums' in a version 1 table");
+  ExpectHeaderRejected(
+      [](auto& j) {
+        j.erase("keys.checksums");  // its 24 bytes now belong to keys.bytes
+        j["keys.bytes"]["data_offsets"][1] = j["keys.bytes"]["data_offsets"][1].template get<int>() + 24;
+        j["keys.bytes"]["shape"][0] = j["keys.bytes"]["shape"][0].template get<int>() + 24;
+      },
+      "needs the 'keys.checksums'");
   ExpectHeaderRejected([](auto& j) { j["__metadata__"]["embstore.block_rows"] = "0"; },
                        "block_rows");
   ExpectHeaderRejected([](auto& j) { j["__metadata__"]["embstore.checksum"] = "crc32"; },
@@ -219,6 +231,62 @@ TEST_F(Corruption, RandomByteFlipsNeverCrash) {
       EXPECT_LT((*t)->FindKey(k).value_or(0), (*t)->rows());
     }
   }
+}
+
+// The good file with the header text replaced by `text` (padded with spaces to the same length).
+TEST_F(Corruption, HeaderPaddingMustBeSpaces) {
+  for (char pad : {'\0', '\n', '\t', 'x'}) {
+    std::string text = json_.dump();
+    text.resize(header_len_, ' ');
+    text[header_len_ - 1] = pad;
+    std::string bytes = good_;
+    bytes.replace(8, header_len_, text);
+    Status st = OpenBytes(bytes);
+    EXPECT_EQ(st.code(), StatusCode::kCorruption) << int(pad);
+    EXPECT_NE(st.message().find("header padding byte"), std::string::npos) << st.message();
+  }
+  // A NUL inside the JSON (the parser would stop there) is refused too.
+  std::string text = json_.dump();
+  text.resize(header_len_, ' ');
+  text.insert(text.find(',') + 1, std::string(1, '\0'));
+  text.resize(header_len_);
+  text.back() = ' ';
+  std::string bytes = good_;
+  bytes.replace(8, header_len_, text);
+  EXPECT_EQ(OpenBytes(bytes).code(), StatusCode::kCorruption);
+}
+
+TEST_F(Corruption, DeepJsonAndNonUtf8BytesGetPrintableMessages) {
+  std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  std::string bytes(8, '\0');
+  std::uint64_t n = 4096 * 64 - 8;
+  deep.resize(n, ' ');
+  std::memcpy(bytes.data(), &n, 8);
+  bytes += deep;
+  Status st = OpenBytes(bytes);
+  EXPECT_EQ(st.code(), StatusCode::kCorruption);
+  EXPECT_NE(st.message().find("nests deeper than"), std::string::npos) << st.message();
+
+  std::string text = json_.dump();
+  const std::size_t at = text.find("test");  // the value of the user's metadata "note"
+  ASSERT_NE(at, std::string::npos);
+  text[at] = '\xff';
+  text[at + 1] = '\xfe';
+  text.resize(header_len_, ' ');
+  std::string bad = good_;
+  bad.replace(8, header_len_, text);
+  st = OpenBytes(bad);
+  EXPECT_EQ(st.code(), StatusCode::kCorruption);
+  for (unsigned char c : st.message()) EXPECT_TRUE(c >= 0x20 && c < 0x7f) << st.message();
+  EXPECT_NE(st.message().find("\\xff"), std::string::npos) << st.message();
+}
+
+TEST_F(Corruption, OverflowingShapesAreCorruptionNotACrash) {
+  // [0, 2^62] F32 spans 0 bytes; its row size would wrap to 0 and divide by zero later.
+  ExpectHeaderRejected([](auto& j) { j["embedding"]["shape"] = {0, 1ull << 62}; }, "dim");
+  ExpectHeaderRejected([](auto& j) { j["embedding"]["shape"] = {1ull << 40, 1ull << 23}; }, "");
+  ExpectHeaderRejected(
+      [](auto& j) { j["__metadata__"]["embstore.block_rows"] = "18446744073709551615"; }, "");
 }
 
 }  // namespace

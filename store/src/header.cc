@@ -1,6 +1,7 @@
 #include "header.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <nlohmann/json.hpp>
 
 namespace embstore::store {
@@ -41,14 +42,61 @@ Result<std::uint64_t> ToU64(const nlohmann::json& v, const std::string& file,
   return v.get<std::uint64_t>();
 }
 
+// `text` with every byte outside printable ASCII written as \xNN, so that a message quoting
+// hostile header bytes is itself valid, printable UTF-8.
+std::string Printable(std::string_view text) {
+  std::string out;
+  for (unsigned char c : text) {
+    if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else {
+      char buf[8];
+      std::snprintf(buf, sizeof buf, "\\x%02x", c);
+      out += buf;
+    }
+  }
+  return out;
+}
+
+// The deepest nesting of arrays and objects in `json` (strings skipped), stopping early once it
+// passes `limit`.
+int NestingDepth(std::string_view json, int limit) {
+  int depth = 0;
+  int deepest = 0;
+  bool in_string = false;
+  for (std::size_t i = 0; i < json.size(); ++i) {
+    const char c = json[i];
+    if (in_string) {
+      if (c == '\\') {
+        ++i;
+      } else if (c == '"') {
+        in_string = false;
+      }
+    } else if (c == '"') {
+      in_string = true;
+    } else if (c == '[' || c == '{') {
+      deepest = std::max(deepest, ++depth);
+      if (deepest > limit) return deepest;
+    } else if (c == ']' || c == '}') {
+      --depth;
+    }
+  }
+  return deepest;
+}
+
 }  // namespace
 
 Result<HeaderContent> ParseHeader(std::string_view json, const std::string& file) {
+  // A table header nests three levels deep; refuse deep nesting before the JSON library sees it.
+  constexpr int kMaxDepth = 16;
+  if (NestingDepth(json, kMaxDepth) > kMaxDepth) {
+    return Bad(file, "the JSON header nests deeper than " + std::to_string(kMaxDepth) + " levels");
+  }
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json.begin(), json.end());
   } catch (const nlohmann::json::parse_error& e) {
-    return Bad(file, std::string("JSON does not parse: ") + e.what());
+    return Bad(file, "JSON does not parse: " + Printable(e.what()));
   }
   if (!j.is_object()) return Bad(file, "the JSON header is not an object");
   HeaderContent out;

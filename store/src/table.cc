@@ -10,6 +10,7 @@
 #include <charconv>
 #include <cstring>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #define XXH_INLINE_ALL
@@ -97,6 +98,20 @@ Status Table::Parse() {
   }
   std::string_view json(reinterpret_cast<const char*>(base_ + 8), header_len);
   if (json.empty() || json.front() != '{') return bad("header does not start with '{'");
+  // Only spaces may pad the header after its closing '}' (docs/FORMAT.md, "Layout"); the JSON
+  // parser would stop at a NUL and accept anything after it.
+  const std::size_t last = json.find_last_not_of(' ');
+  if (json[last] != '}') {
+    char byte[8];
+    std::snprintf(byte, sizeof byte, "0x%02x", static_cast<unsigned char>(json[last]));
+    return bad("header padding byte " + std::string(byte) + " at file offset " +
+               std::to_string(8 + last) +
+               "; the JSON header must end with '}' followed only by spaces (0x20)");
+  }
+  if (const std::size_t nul = json.find('\0'); nul != std::string_view::npos) {
+    return bad("NUL byte in the JSON header at file offset " + std::to_string(8 + nul));
+  }
+  json = json.substr(0, last + 1);
   EMBSTORE_ASSIGN_OR_RETURN(HeaderContent h, ParseHeader(json, path_));
 
   for (auto& [k, v] : h.metadata) metadata_[k] = v;
@@ -161,9 +176,14 @@ Status Table::Parse() {
     return nullptr;
   };
   for (const auto& t : h.tensors) {
-    if (t.name != kTensorEmbedding && t.name != kTensorChecksums && t.name != kTensorKeyOffsets &&
-        t.name != kTensorKeyIndex && t.name != kTensorKeyBytes) {
-      return bad("unexpected tensor '" + t.name + "'");
+    const bool known = t.name == kTensorEmbedding || t.name == kTensorChecksums ||
+                       t.name == kTensorKeyOffsets || t.name == kTensorKeyIndex ||
+                       t.name == kTensorKeyBytes ||
+                       (t.name == kTensorKeyChecksums && v >= kFirstVersionWithKeyChecksums);
+    if (!known) {
+      return bad("unexpected tensor '" + t.name + "'" +
+                 (t.name == kTensorKeyChecksums ? " in a version " + std::to_string(v) + " table"
+                                                : std::string()));
     }
   }
   // Checks that tensor `t` has dtype `dtype`, a shape of `shape` and spans exactly its bytes.
@@ -202,13 +222,16 @@ Status Table::Parse() {
   }
   rows_ = emb->shape[0];
   dim_ = emb->shape[1];
-  if (dim_ == 0) return bad("embedding dim is 0");
+  // Every size derived from the header comes from ComputeGeometry, with overflow checks.
+  auto geometry = ComputeGeometry(rows_, dim_, DTypeSize(dtype_), block_rows_, "embedding");
+  if (!geometry.ok()) return bad(geometry.status().message());
   EMBSTORE_RETURN_NOT_OK(check(*emb, emb->dtype, DTypeSize(dtype_), {rows_, dim_}));
-  row_bytes_ = static_cast<std::size_t>(dim_ * DTypeSize(dtype_));
+  row_bytes_ = static_cast<std::size_t>(geometry->row_bytes);
+  block_bytes_ = geometry->block_bytes;
 
   const TensorEntry* sums = find(kTensorChecksums);
   if (!sums) return bad("no '" + std::string(kTensorChecksums) + "' tensor");
-  num_blocks_ = rows_ / block_rows_ + (rows_ % block_rows_ != 0);
+  num_blocks_ = geometry->num_blocks;
   EMBSTORE_RETURN_NOT_OK(check(*sums, "U64", 8, {num_blocks_}));
   checksums_ = base_ + data_offset_ + sums->begin;
 
@@ -216,6 +239,9 @@ Status Table::Parse() {
   const TensorEntry* kidx = find(kTensorKeyIndex);
   const TensorEntry* kbytes = find(kTensorKeyBytes);
   int nkeys = (koff != nullptr) + (kidx != nullptr) + (kbytes != nullptr);
+  if (nkeys == 0 && find(kTensorKeyChecksums)) {
+    return bad("'" + std::string(kTensorKeyChecksums) + "' without keys");
+  }
   if (nkeys != 0 && nkeys != 3) {
     return bad("keys need all of keys.offsets, keys.index and keys.bytes; found only some");
   }
@@ -236,6 +262,15 @@ Status Table::Parse() {
     key_offsets_ = base_ + data_offset_ + koff->begin;
     key_index_ = base_ + data_offset_ + kidx->begin;
     key_data_ = reinterpret_cast<const char*>(base_ + data_offset_ + kbytes->begin);
+    const TensorEntry* ksums = find(kTensorKeyChecksums);
+    if (v >= kFirstVersionWithKeyChecksums) {
+      if (!ksums) {
+        return bad("a version " + std::to_string(v) + " table with keys needs the '" +
+                   std::string(kTensorKeyChecksums) + "' tensor");
+      }
+      EMBSTORE_RETURN_NOT_OK(check(*ksums, "U64", 8, {3}));
+      key_checksums_ = base_ + data_offset_ + ksums->begin;
+    }
     // Every key must lie inside keys.bytes, and the index may only name real rows, once each,
     // so no lookup can read out of bounds or loop forever.
     std::uint64_t prev = LoadU64(key_offsets_);
@@ -353,40 +388,120 @@ std::uint64_t Table::BlockChecksum(std::uint64_t block) const {
   return LoadU64(checksums_ + 8 * block);
 }
 
+std::pair<std::uint64_t, std::uint64_t> Table::BlockRange(std::uint64_t block) const {
+  const std::uint64_t first = block * block_rows_;  // block < num_blocks_: no overflow
+  const std::uint64_t last = rows_ - first <= block_rows_ ? rows_ : first + block_rows_;
+  return {first, last};
+}
+
+Status Table::VerifyBlock(std::uint64_t b) const {
+  auto [first, last] = BlockRange(b);
+  auto bytes = std::span<const std::byte>(base_ + data_offset_ + first * row_bytes_,
+                                          (last - first) * row_bytes_);
+  std::uint64_t got = Checksum64(bytes);
+  std::uint64_t want = BlockChecksum(b);
+  if (got != want) {
+    EMBSTORE_RETURN_NOT_OK(CheckIntact());  // zeros from a truncated file: say so instead
+    char buf[96];
+    std::snprintf(buf, sizeof buf, ": stored %016llx, computed %016llx",
+                  static_cast<unsigned long long>(want), static_cast<unsigned long long>(got));
+    return Status::Corruption("'" + path_ + "': checksum mismatch in block " + std::to_string(b) +
+                              " (rows " + Range(first, last) + ")" + buf);
+  }
+  return Status::OK();
+}
+
 Status Table::VerifyRows(std::uint64_t begin, std::uint64_t end) const {
   EMBSTORE_RETURN_NOT_OK(RowBytes(begin, end).status());
   if (begin == end) return Status::OK();
   for (std::uint64_t b = begin / block_rows_; b <= (end - 1) / block_rows_; ++b) {
-    std::uint64_t first = b * block_rows_;
-    std::uint64_t last = std::min(first + block_rows_, rows_);
-    auto bytes = std::span<const std::byte>(base_ + data_offset_ + first * row_bytes_,
-                                            (last - first) * row_bytes_);
-    std::uint64_t got = Checksum64(bytes);
-    std::uint64_t want = BlockChecksum(b);
-    if (got != want) {
-      EMBSTORE_RETURN_NOT_OK(CheckIntact());  // zeros from a truncated file: say so instead
-      char buf[96];
-      std::snprintf(buf, sizeof buf, ": stored %016llx, computed %016llx",
-                    static_cast<unsigned long long>(want), static_cast<unsigned long long>(got));
-      return Status::Corruption("'" + path_ + "': checksum mismatch in block " + std::to_string(b) +
-                                " (rows " + Range(first, last) + ")" + buf);
+    EMBSTORE_RETURN_NOT_OK(VerifyBlock(b));
+  }
+  return CheckIntact();
+}
+
+Status Table::VerifyRowsOnce(std::uint64_t begin, std::uint64_t end) const {
+  EMBSTORE_RETURN_NOT_OK(RowBytes(begin, end).status());
+  if (begin == end) return Status::OK();
+  std::call_once(verified_once_, [this] {
+    verified_ = std::make_unique<std::atomic<std::uint64_t>[]>((num_blocks_ + 63) / 64);
+  });
+  for (std::uint64_t b = begin / block_rows_; b <= (end - 1) / block_rows_; ++b) {
+    std::atomic<std::uint64_t>& word = verified_[b / 64];
+    const std::uint64_t bit = std::uint64_t{1} << (b % 64);
+    if (word.load(std::memory_order_acquire) & bit) continue;
+    EMBSTORE_RETURN_NOT_OK(VerifyBlock(b));
+    EMBSTORE_RETURN_NOT_OK(CheckIntact());
+    word.fetch_or(bit, std::memory_order_release);
+  }
+  return Status::OK();
+}
+
+Status Table::GatherRows(std::span<const std::uint64_t> rows, std::span<std::byte> out,
+                         const CopyOptions& options) const {
+  const std::uint64_t per_row = options.to_f32 ? dim_ * 4 : row_bytes_;
+  if (out.size() != rows.size() * per_row) {
+    return Status::InvalidArgument("table '" + path_ + "': output holds " +
+                                   std::to_string(out.size()) + " bytes, " +
+                                   std::to_string(rows.size()) + " rows need " +
+                                   std::to_string(rows.size() * per_row));
+  }
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const std::uint64_t r = rows[i];
+    if (r >= rows_) {
+      return Status::OutOfRange("table '" + path_ + "': row " + std::to_string(r) +
+                                " is outside the table's " + std::to_string(rows_) + " rows");
+    }
+    if (options.verify) EMBSTORE_RETURN_NOT_OK(VerifyRowsOnce(r, r + 1));
+    auto src = std::span<const std::byte>(base_ + data_offset_ + r * row_bytes_, row_bytes_);
+    auto dst = out.subspan(i * per_row, per_row);
+    if (options.to_f32) {
+      ConvertToF32(dtype_, src, std::span<float>(reinterpret_cast<float*>(dst.data()), dim_));
+    } else {
+      std::memcpy(dst.data(), src.data(), row_bytes_);
     }
   }
   return CheckIntact();
 }
 
+Status Table::VerifyKeys() const {
+  if (!has_keys_ || key_checksums_ == nullptr) return Status::OK();
+  if (keys_verified_.load(std::memory_order_acquire)) return Status::OK();
+  const std::pair<std::string_view, std::span<const std::byte>> parts[] = {
+      {kTensorKeyOffsets, {key_offsets_, (rows_ + 1) * 8}},
+      {kTensorKeyIndex, {key_index_, key_slots_ * 8}},
+      {kTensorKeyBytes, {reinterpret_cast<const std::byte*>(key_data_), key_bytes_size_}},
+  };
+  for (int i = 0; i < 3; ++i) {
+    const std::uint64_t want = LoadU64(key_checksums_ + 8 * i);
+    const std::uint64_t got = Checksum64(parts[i].second);
+    if (got != want) {
+      EMBSTORE_RETURN_NOT_OK(CheckIntact());
+      char buf[96];
+      std::snprintf(buf, sizeof buf, ": stored %016llx, computed %016llx",
+                    static_cast<unsigned long long>(want), static_cast<unsigned long long>(got));
+      return Status::Corruption("'" + path_ + "': checksum mismatch in " +
+                                std::string(parts[i].first) + " (the table's keys)" + buf);
+    }
+  }
+  EMBSTORE_RETURN_NOT_OK(CheckIntact());
+  keys_verified_.store(true, std::memory_order_release);
+  return Status::OK();
+}
+
 Status Table::VerifyAll(const ProgressFn& progress) const {
   const std::uint64_t total = rows_ * row_bytes_;
-  const std::uint64_t step = std::max<std::uint64_t>(
-      1, (64u << 20) / std::max<std::uint64_t>(1, block_rows_ * row_bytes_));
+  const std::uint64_t step =
+      std::max<std::uint64_t>(1, (64u << 20) / std::max<std::uint64_t>(1, block_bytes_));
   for (std::uint64_t b = 0; b < num_blocks_; b += step) {
-    std::uint64_t end = std::min(rows_, (b + step) * block_rows_);
-    EMBSTORE_RETURN_NOT_OK(VerifyRows(b * block_rows_, end));
+    const std::uint64_t last_block = num_blocks_ - b <= step ? num_blocks_ - 1 : b + step - 1;
+    const std::uint64_t end = BlockRange(last_block).second;
+    EMBSTORE_RETURN_NOT_OK(VerifyRows(BlockRange(b).first, end));
     if (progress && !progress(end * row_bytes_, total)) {
       return Status::Cancelled("verification of '" + path_ + "' cancelled");
     }
   }
-  return Status::OK();
+  return VerifyKeys();
 }
 
 std::string_view Table::Key(std::uint64_t row) const {

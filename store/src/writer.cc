@@ -76,6 +76,7 @@ std::vector<TensorEntry> Tensors(DType dtype, std::uint64_t rows, std::uint64_t 
     add(kTensorKeyOffsets, "U64", {widest ? W : rows + 1}, (rows + 1) * 8);
     add(kTensorKeyIndex, "U64", {widest ? W : slots}, slots * 8);
     add(kTensorKeyBytes, "U8", {widest ? W : key_bytes}, key_bytes);
+    add(kTensorKeyChecksums, "U64", {3}, 3 * 8);
   }
   return t;
 }
@@ -115,7 +116,9 @@ Status TableWriter::Init() {
   auto now = std::chrono::system_clock::now();
   metadata_ = {
       {std::string(kMetaFormat), std::string(kFormatName)},
-      {std::string(kMetaVersion), std::to_string(kFormatVersion)},
+      // The lowest version that holds this table (docs/FORMAT.md, "Compatibility").
+      {std::string(kMetaVersion),
+       std::to_string(options_.with_keys ? kFirstVersionWithKeyChecksums : 1)},
       {std::string(kMetaChecksum), std::string(kChecksumName)},
       {std::string(kMetaBlockRows), std::to_string(block_rows_)},
       {std::string(kMetaCreated),
@@ -284,6 +287,8 @@ Status TableWriter::WriteTail(std::uint64_t data_end) {
   PutU64(offsets, 0);
   for (std::uint64_t e : key_ends_) PutU64(offsets, e);
   EMBSTORE_RETURN_NOT_OK(put(AsBytes(offsets)));
+  // keys.checksums (docs/FORMAT.md, "Keys"): one XXH3-64 per key tensor.
+  std::vector<std::uint64_t> key_sums{Checksum64(AsBytes(offsets))};
   offsets = std::string();
 
   const std::uint64_t slots = KeySlotsFor(rows_);
@@ -306,7 +311,10 @@ Status TableWriter::WriteTail(std::uint64_t data_end) {
     index[s] = row;
   }
   EMBSTORE_RETURN_NOT_OK(put(AsBytes(index)));
-  return put(AsBytes(key_bytes_));
+  EMBSTORE_RETURN_NOT_OK(put(AsBytes(key_bytes_)));
+  key_sums.push_back(Checksum64(AsBytes(index)));
+  key_sums.push_back(Checksum64(AsBytes(key_bytes_)));
+  return put(AsBytes(key_sums));
 }
 
 Status TableWriter::Finish() {

@@ -10,7 +10,7 @@ def read_table(path):
     (n,) = struct.unpack_from("<Q", buf, 0)
     header = json.loads(buf[8:8 + n].decode("utf-8"))
     meta = header.pop("__metadata__")
-    assert meta["embstore.format"] == "embstore-table" and meta["embstore.version"] == "1"
+    assert meta["embstore.format"] == "embstore-table" and meta["embstore.version"] in ("1", "2")
     base = 8 + n
     assert base % 4096 == 0, "matrix must start on a 4096-byte boundary"
     def tensor(name, dtype):
@@ -25,6 +25,10 @@ def read_table(path):
         matrix = tensor("embedding", {"F32": "<f4", "F16": "<f2"}[emb["dtype"]])
     keys = None
     if "keys.offsets" in header:
+        # Version 2 adds keys.checksums: three XXH3-64 values, one per key tensor.
+        assert ("keys.checksums" in header) == (meta["embstore.version"] == "2")
+        if "keys.checksums" in header:
+            assert header["keys.checksums"]["shape"] == [3]
         offsets, data = tensor("keys.offsets", "<u8"), tensor("keys.bytes", "u1").tobytes()
         keys = [data[offsets[i]:offsets[i + 1]].decode("utf-8") for i in range(len(offsets) - 1)]
     return matrix, keys, meta

@@ -37,10 +37,13 @@ def test_safetensors_library_reads_our_files(make_table, rows, dim, dtype, keys)
     np.testing.assert_array_equal(matrix, expected_matrix(rows, dim))
     assert tensors["checksums"].shape == ((rows + 6) // 7,)
     assert ("keys.offsets" in tensors) == keys
+    assert ("keys.checksums" in tensors) == keys and (not keys or tensors["keys.checksums"].shape
+                                                      == (3,))
     with safe_open(str(path), framework="numpy") as f:
         meta = f.metadata()
         assert meta["embstore.format"] == "embstore-table"
-        assert meta["embstore.version"] == "1"
+        # The lowest version that holds the table: 2 adds key checksums.
+        assert meta["embstore.version"] == ("2" if keys else "1")
         assert meta["embstore.block_rows"] == "7"
         assert meta["generator"] == "embstore_make_test_table"
 
@@ -74,6 +77,9 @@ def test_matrix_starts_on_a_page_and_header_is_space_padded(make_table):
     ("golden_v1_f16_unicode.emb", "f16", 33, 3, "ключ"),
     ("golden_v1_bf16.emb", "bf16", 20, 5, None),
     ("golden_v1_empty.emb", "f32", 0, 4, "k"),
+    ("golden_v2_f32_keys.emb", "f32", 50, 8, "k"),
+    ("golden_v2_f16_unicode.emb", "f16", 33, 3, "ключ"),
+    ("golden_v2_empty.emb", "f32", 0, 4, "k"),
 ])
 def test_golden_files_read_with_both_readers(name, dtype, rows, dim, prefix):
     path = DATA / name

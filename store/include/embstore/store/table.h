@@ -10,7 +10,8 @@
 // long as the Table lives; hold the shared_ptr for as long as you use them. Pages are read lazily
 // by the kernel, so opening a large table is cheap.
 //
-// Thread safety: a Table is immutable after Open(); all methods are safe to call concurrently.
+// Thread safety: a Table is immutable after Open() (but for the record of blocks already
+// verified, which is atomic); all methods are safe to call concurrently.
 //
 // Files changed underneath: writers in this project only ever publish by rename, which is safe.
 // A file truncated or rewritten in place by someone else while mapped would make the kernel
@@ -21,11 +22,13 @@
 #ifndef EMBSTORE_STORE_TABLE_H_
 #define EMBSTORE_STORE_TABLE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <span>
 #include <string>
@@ -107,20 +110,41 @@ class Table {
   // Verifies every block that overlaps rows [begin, end). A mismatch is a Corruption status that
   // names the file, the block and its rows.
   Status VerifyRows(std::uint64_t begin, std::uint64_t end) const;
+  // The same, but a block that passed once is not hashed again for the life of this Table (the
+  // mapping): lookups of scattered rows pay for each touched block once, not once per row.
+  Status VerifyRowsOnce(std::uint64_t begin, std::uint64_t end) const;
+  // Every block, then the keys (VerifyKeys).
   Status VerifyAll(const ProgressFn& progress = nullptr) const;
+
+  // Rows `rows` (any order, repeats allowed) into `out`, one after another, which must hold
+  // exactly rows.size() rows of the output type. With options.verify, each row's block is
+  // verified first (VerifyRowsOnce). Checks the mapping afterwards, like CopyRows.
+  Status GatherRows(std::span<const std::uint64_t> rows, std::span<std::byte> out,
+                    const CopyOptions& options = {}) const;
 
   // Keys (only when has_keys()).
   bool has_keys() const { return has_keys_; }
   // The key of `row`. Precondition: has_keys() && row < rows().
   std::string_view Key(std::uint64_t row) const;
   // The row whose key is `key`, or nullopt (also when the table has no keys). O(1) expected.
+  // Reads keys.index and keys.bytes unverified: callers that promise verified data call
+  // VerifyKeys() first.
   std::optional<std::uint64_t> FindKey(std::string_view key) const;
   std::uint64_t key_bytes() const { return key_bytes_size_; }
+  // True when the keys carry checksums (format version 2 and later; version 1 keys do not).
+  bool keys_checksummed() const { return key_checksums_ != nullptr; }
+  // Checks keys.offsets, keys.index and keys.bytes against keys.checksums, once per Table: after
+  // the first success it returns OK at once. OK when there is nothing to check (no keys, or a
+  // version 1 table: see keys_checksummed()).
+  Status VerifyKeys() const;
 
  private:
   Table() = default;
   struct Mapping;
   Status Parse();
+  // Rows [first, last) of checksum block `block` (< num_blocks()).
+  std::pair<std::uint64_t, std::uint64_t> BlockRange(std::uint64_t block) const;
+  Status VerifyBlock(std::uint64_t block) const;
 
   std::string path_;
   std::unique_ptr<Mapping> mapping_;
@@ -135,6 +159,7 @@ class Table {
   int version_ = 0;
   std::map<std::string, std::string> metadata_;
   std::uint64_t block_rows_ = 0;
+  std::uint64_t block_bytes_ = 0;  // the largest block's size (TableGeometry)
   std::uint64_t num_blocks_ = 0;
   const std::byte* checksums_ = nullptr;
   bool has_keys_ = false;
@@ -143,6 +168,11 @@ class Table {
   std::uint64_t key_slots_ = 0;
   const char* key_data_ = nullptr;
   std::uint64_t key_bytes_size_ = 0;
+  const std::byte* key_checksums_ = nullptr;  // 3 u64 (version 2), else null
+  // What VerifyRowsOnce and VerifyKeys have checked: one bit per block, allocated on first use.
+  mutable std::once_flag verified_once_;
+  mutable std::unique_ptr<std::atomic<std::uint64_t>[]> verified_;
+  mutable std::atomic<bool> keys_verified_{false};
 };
 
 // The version of a table's content: XXH3-64 of the little-endian u64s (rows, dim, dtype code
