@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Sets up, builds (dev preset) and runs every test suite: C++ through ctest, the converter's fuzz
-# smoke run, Python through pytest. Every suite runs even when an earlier one fails; the script
+# Sets up, builds (dev preset) and runs every test suite: C++ through ctest, the fuzz
+# smoke runs, Python through pytest. Every suite runs even when an earlier one fails; the script
 # ends with a summary of each suite and exits non-zero if any failed. Extra arguments go to pytest.
-# EMBSTORE_SKIP_FUZZ=1 skips the converter's fuzz smoke run.
+# EMBSTORE_SKIP_FUZZ=1 skips the fuzz smoke runs.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -46,13 +46,14 @@ else
 fi
 
 fuzz_smoke() {
-  # A bounded libFuzzer run of the converter's parser under ASan+UBSan (docs/CONVERT.md).
+  # Bounded libFuzzer runs under ASan+UBSan of the converter's parser (docs/CONVERT.md) and of
+  # the table reader (docs/FORMAT.md).
   if [[ ! -f build/fuzz/build.ninja ]]; then
     CC=clang CXX=clang++ cmake --preset asan -B build/fuzz -DEMBSTORE_BUILD_FUZZ=ON >/dev/null ||
       return 1
   fi
-  cmake --build build/fuzz --target convert_fuzz &&
-    ctest --test-dir build/fuzz -R convert_fuzz_smoke --output-on-failure
+  cmake --build build/fuzz --target convert_fuzz table_fuzz &&
+    ctest --test-dir build/fuzz -R "convert_fuzz_smoke|table_fuzz_smoke" --output-on-failure
 }
 if [[ "${EMBSTORE_SKIP_FUZZ:-0}" == 1 ]]; then
   names+=("fuzz smoke"); results+=("passed (skipped: EMBSTORE_SKIP_FUZZ=1)")
