@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
+#include <httplib.h>
 #include <signal.h>
 #include <spawn.h>
 #include <sys/wait.h>
@@ -101,6 +102,16 @@ class Child {
     if (reader_.joinable()) reader_.join();
     return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
   }
+  // A hang detector, not a speed check: false when the process is still running after
+  // `limit`, which only a shutdown that waits on something it should not can take.
+  bool ExitsWithin(std::chrono::seconds limit) {
+    const auto give_up = std::chrono::steady_clock::now() + limit;
+    while (!HasExited()) {
+      if (std::chrono::steady_clock::now() > give_up) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return true;
+  }
   void Signal(int sig) { ::kill(pid_, sig); }
   pid_t pid() const { return pid_; }
 
@@ -164,6 +175,24 @@ TEST_F(ServeProcessTest, ServesAndStopsGracefullyOnSigterm) {
   EXPECT_EQ(rpc["code"], "OK");
   EXPECT_TRUE(rpc.contains("ts"));
   EXPECT_TRUE(rpc.contains("level"));
+}
+
+TEST_F(ServeProcessTest, ShutdownWaitsNeitherForThePollIntervalNorAMetricsConnection) {
+  // Ten minutes between directory scans, and a scraper that keeps its connection open: the
+  // shutdown must wait for neither.
+  Child child({"serve", "--store", dir_.path(), "--listen", "127.0.0.1:0", "--metrics-listen",
+               "127.0.0.1:0", "--poll-interval-ms", "600000", "--shutdown-grace-ms", "0"});
+  nlohmann::json listening = child.AwaitLog("listening");
+  ASSERT_TRUE(listening.is_object()) << child.Stderr();
+  httplib::Client http("127.0.0.1", listening["metrics_port"].get<int>());
+  http.set_keep_alive(true);
+  auto res = http.Get("/metrics");
+  ASSERT_TRUE(res);
+  EXPECT_EQ(res->status, 200);
+  child.Signal(SIGTERM);
+  EXPECT_TRUE(child.ExitsWithin(std::chrono::seconds(10))) << child.Stderr();
+  EXPECT_EQ(child.Wait(), 0) << child.Stderr();
+  EXPECT_TRUE(child.AwaitLog("stopped").is_object()) << child.Stderr();
 }
 
 TEST_F(ServeProcessTest, ReadsAConfigFileAndFlagsOverrideIt) {

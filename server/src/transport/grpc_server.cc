@@ -87,8 +87,18 @@ class Handler final : public RawService {
 
   // Calls between arrival and their final status, of every method.
   void CallStarted() { in_flight_.fetch_add(1); }
-  void CallEnded() { in_flight_.fetch_sub(1); }
-  std::int64_t in_flight() const { return in_flight_.load(); }
+  void CallEnded() {
+    if (in_flight_.fetch_sub(1) == 1) {
+      // Taking the mutex orders this notification after a waiter's check of the count.
+      std::lock_guard<std::mutex> lock(idle_mu_);
+      idle_cv_.notify_all();
+    }
+  }
+  // Waits until no call is in flight or `deadline` passes; true when none is.
+  bool WaitForNoCalls(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(idle_mu_);
+    return idle_cv_.wait_until(lock, deadline, [this] { return in_flight_.load() == 0; });
+  }
 
   // Checks what every call must pass before any work: the server is not draining, and the
   // caller presented an accepted bearer token when tokens are configured.
@@ -214,6 +224,8 @@ class Handler final : public RawService {
   std::atomic<bool> draining_{false};
   std::atomic<std::int64_t> active_streams_{0};
   std::atomic<std::int64_t> in_flight_{0};
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
 };
 
 // Shared shape of the two streaming reactors: admission, one write in flight at a time, and the
@@ -557,10 +569,7 @@ class GrpcServer final : public Server {
       // also wait for idle client connections to go away, which trainers keep open for hours, so
       // the wait for calls is done here and gRPC is then told to stop at once: it cancels
       // whatever is still running (their reactors finish with CANCELLED) and closes connections.
-      const auto deadline = Clock::now() + grace;
-      while (handler_->in_flight() > 0 && Clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
-      }
+      handler_->WaitForNoCalls(Clock::now() + grace);
       server_->Shutdown(std::chrono::system_clock::now());
     }
     if (http_) http_->stop();
@@ -589,6 +598,11 @@ class GrpcServer final : public Server {
   Status StartMetrics() {
     EMBSTORE_ASSIGN_OR_RETURN(auto hp, SplitHostPort(config_.metrics_listen, "metrics address"));
     http_ = std::make_unique<httplib::Server>();
+    // One request per connection. httplib's stop() waits for every connection thread, and a
+    // kept-alive connection (Prometheus keeps them) would hold the shutdown for up to the
+    // keep-alive timeout; a connection opened but still silent holds it for up to this timeout.
+    http_->set_keep_alive_max_count(1);
+    http_->set_keep_alive_timeout(1);
     Metrics* m = &metrics_;
     http_->Get("/metrics", [m](const httplib::Request&, httplib::Response& res) {
       res.set_content(m->RenderPrometheus(), "text/plain; version=0.0.4; charset=utf-8");

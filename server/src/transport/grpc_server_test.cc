@@ -540,6 +540,19 @@ TEST_F(ServerTest, MetricsEndpointServesPrometheusText) {
   }
 }
 
+TEST_F(ServerTest, MetricsConnectionsCloseAfterEachResponse) {
+  // A kept-alive scrape connection would hold Shutdown() until httplib's keep-alive timeout.
+  Start();
+  httplib::Client http("127.0.0.1", server_->metrics_port());
+  http.set_keep_alive(true);
+  for (int i = 0; i < 2; ++i) {
+    auto res = http.Get("/metrics");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->get_header_value("Connection"), "close");
+  }
+}
+
 TEST_F(ServerTest, ServesOnAUnixSocketAsWell) {
   const std::string sock = dir_.File("srv.sock");
   config_.listen = {"127.0.0.1:0", "unix:" + sock};
