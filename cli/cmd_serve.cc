@@ -23,6 +23,7 @@ struct ServeFlags {
   std::string metrics_listen;
   std::int64_t poll_interval_ms = 0;
   std::int64_t shutdown_grace_ms = 0;
+  std::int64_t stream_idle_timeout_ms = 0;
   bool verify_on_load = false;
   std::uint32_t max_streams = 0;
   std::uint64_t max_lookup_batch = 0;
@@ -46,6 +47,9 @@ Status BuildConfig(CLI::App* sub, const ServeFlags& f, server::ServerConfig* c) 
   if (given("--poll-interval-ms")) c->poll_interval = std::chrono::milliseconds(f.poll_interval_ms);
   if (given("--shutdown-grace-ms")) {
     c->shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
+  }
+  if (given("--stream-idle-timeout-ms")) {
+    c->stream_idle_timeout = std::chrono::milliseconds(f.stream_idle_timeout_ms);
   }
   if (given("--verify-on-load")) c->verify_on_load = f.verify_on_load;
   if (given("--max-streams")) c->max_concurrent_streams = f.max_streams;
@@ -132,6 +136,10 @@ RunFn RegisterServe(CLI::App& app) {
   sub->add_option("--shutdown-grace-ms", f->shutdown_grace_ms,
                   "On SIGTERM/SIGINT, how long streams in flight may run before they are "
                   "cancelled (default 10000)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--stream-idle-timeout-ms", f->stream_idle_timeout_ms,
+                  "Cancel a stream whose client has taken no data for this long, freeing its "
+                  "--max-streams slot; 0 never (default 60000)")
       ->check(CLI::NonNegativeNumber);
   sub->add_flag("--verify-on-load", f->verify_on_load,
                 "Check every block checksum of a file before serving it");

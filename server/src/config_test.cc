@@ -12,6 +12,7 @@ TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
   testing::WriteWholeFile(dir.File("c.json"), R"({
     // comments are allowed
     "store": "/data", "listen": ["127.0.0.1:1", "unix:/tmp/s"], "poll_interval_ms": 50,
+    "stream_idle_timeout_ms": 5000,
     "limits": {"max_concurrent_streams": 3, "max_lookup_batch": 9},
     "chunks": {"default_chunk_bytes": 65536},
     "keepalive": {"time_ms": 1000, "permit_without_calls": false},
@@ -24,6 +25,8 @@ TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(c.store_dir, "/data");
   EXPECT_EQ(c.listen, (std::vector<std::string>{"127.0.0.1:1", "unix:/tmp/s"}));
   EXPECT_EQ(c.poll_interval.count(), 50);
+  EXPECT_EQ(c.stream_idle_timeout.count(), 5000);
+  EXPECT_EQ(c.shutdown_grace.count(), ServerConfig().shutdown_grace.count());
   EXPECT_EQ(c.max_concurrent_streams, 3u);
   EXPECT_EQ(c.service.max_lookup_batch, 9u);
   EXPECT_EQ(c.service.default_chunk_bytes, 65536u);

@@ -163,7 +163,9 @@ TEST_F(ServeProcessTest, ServesAndStopsGracefullyOnSigterm) {
   EXPECT_EQ(draining["active_streams"], 1);  // the stream was still running
   v1::RowChunk c;
   while (reader->Read(&c)) chunks.push_back(c);
-  ASSERT_TRUE(reader->Finish().ok());
+  grpc::Status finished = reader->Finish();
+  ASSERT_TRUE(finished.ok()) << finished.error_code() << " " << finished.error_message() << "\n"
+                             << child.Stderr();
   EXPECT_EQ(testing::CheckRowStream(chunks, 0, words_.rows,
                                     testing::ExpectedRowBytes(words_, 0, words_.rows)),
             "");
@@ -193,6 +195,51 @@ TEST_F(ServeProcessTest, ShutdownWaitsNeitherForThePollIntervalNorAMetricsConnec
   EXPECT_TRUE(child.ExitsWithin(std::chrono::seconds(10))) << child.Stderr();
   EXPECT_EQ(child.Wait(), 0) << child.Stderr();
   EXPECT_TRUE(child.AwaitLog("stopped").is_object()) << child.Stderr();
+}
+
+TEST_F(ServeProcessTest, AStreamWhoseClientStoppedReadingTimesOutAndSaysWhich) {
+  Child child({"serve", "--store", dir_.path(), "--listen", "127.0.0.1:0", "--max-streams", "1",
+               "--stream-idle-timeout-ms", "300"});
+  nlohmann::json listening = child.AwaitLog("listening");
+  ASSERT_TRUE(listening.is_object()) << child.Stderr();
+  auto channel = grpc::CreateChannel(listening["addresses"][0].get<std::string>(),
+                                     grpc::InsecureChannelCredentials());
+  auto stub = v1::EmbStore::NewStub(channel);
+  grpc::ClientContext ctx;
+  v1::StreamRowsRequest req;
+  req.set_table("words");
+  auto reader = stub->StreamRows(&ctx, req);
+  v1::RowChunk c;
+  ASSERT_TRUE(reader->Read(&c));  // then read no more: 51 MB do not fit the windows
+  nlohmann::json timeout = child.AwaitLog("stream idle timeout");
+  ASSERT_TRUE(timeout.is_object()) << child.Stderr();
+  EXPECT_EQ(timeout["level"], "warn");
+  EXPECT_EQ(timeout["method"], "StreamRows");
+  EXPECT_EQ(timeout["table"], "words");
+  EXPECT_EQ(timeout["timeout_ms"], 300);
+  EXPECT_NE(timeout["peer"].get<std::string>().find("127.0.0.1"), std::string::npos);
+  // The slot is free again once the cancelled call has ended, just after that line.
+  v1::StreamRowsRequest few;
+  few.set_table("words");
+  few.set_end_row(10);
+  grpc::Status second;
+  std::uint64_t rows = 0;
+  for (int i = 0; i < 2000; ++i) {
+    grpc::ClientContext ctx2;
+    auto r = stub->StreamRows(&ctx2, few);
+    rows = 0;
+    while (r->Read(&c)) rows += c.row_count();
+    second = r->Finish();
+    if (second.error_code() != grpc::StatusCode::RESOURCE_EXHAUSTED) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  EXPECT_TRUE(second.ok()) << second.error_message();
+  EXPECT_EQ(rows, 10u);
+  while (reader->Read(&c)) {
+  }
+  EXPECT_EQ(reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  child.Signal(SIGTERM);
+  EXPECT_EQ(child.Wait(), 0) << child.Stderr();
 }
 
 TEST_F(ServeProcessTest, ReadsAConfigFileAndFlagsOverrideIt) {

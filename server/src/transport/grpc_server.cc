@@ -12,11 +12,13 @@
 #include <grpcpp/security/server_credentials.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
@@ -77,6 +79,8 @@ using RawService = v1::EmbStore::WithRawCallbackMethod_ListTables<
     v1::EmbStore::WithRawCallbackMethod_DescribeTable<
         v1::EmbStore::WithRawCallbackMethod_StreamRows<v1::EmbStore::WithRawCallbackMethod_Lookup<
             v1::EmbStore::WithRawCallbackMethod_StreamKeys<v1::EmbStore::Service>>>>>;
+
+class StreamBase;
 
 class Handler final : public RawService {
  public:
@@ -216,11 +220,28 @@ class Handler final : public RawService {
                                                          const grpc::ByteBuffer* req) override;
 
   StoreService* service() { return service_; }
+  std::chrono::milliseconds stream_idle_timeout() const { return config_.stream_idle_timeout; }
+
+  // Streams that hold a slot, for CancelIdleStreams. A stream registers once it holds its slot
+  // and unregisters in OnDone, before it is deleted.
+  void Register(StreamBase* s) {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    streams_.insert(s);
+  }
+  void Unregister(StreamBase* s) {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    streams_.erase(s);
+  }
+  // Cancels every stream whose message in flight has waited for the client since before
+  // `now - stream_idle_timeout`; a no-op when the timeout is 0.
+  void CancelIdleStreams(Clock::time_point now);
 
  private:
   StoreService* service_;
   Metrics* metrics_;
   const ServerConfig& config_;
+  std::mutex streams_mu_;  // held while a stream is examined, so OnDone cannot delete it then
+  std::set<StreamBase*> streams_;
   std::atomic<bool> draining_{false};
   std::atomic<std::int64_t> active_streams_{0};
   std::atomic<std::int64_t> in_flight_{0};
@@ -228,21 +249,27 @@ class Handler final : public RawService {
   std::condition_variable idle_cv_;
 };
 
-// Shared shape of the two streaming reactors: admission, one write in flight at a time, and the
-// bookkeeping when the call ends. `Source` produces the next ByteBuffer (or nullopt at the end).
-template <typename Req, typename Derived>
-class StreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+// What the two streaming reactors share apart from their request type: one write in flight at
+// a time, the idle watchdog's view of that write, and the bookkeeping when the call ends.
+class StreamBase : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  StreamReactor(Handler* h, grpc::CallbackServerContext* ctx, const char* method)
+  StreamBase(Handler* h, grpc::CallbackServerContext* ctx, const char* method)
       : h_(h), ctx_(ctx), method_(method), start_(Clock::now()) {
     h_->CallStarted();
   }
 
   void OnWriteDone(bool ok) override {
+    write_started_ns_.store(0);
     if (!ok) {
       // The client is gone (cancelled, disconnected, or the server is past its shutdown
-      // deadline). Nothing more is read or queued for it.
-      FinishWith(Status::Cancelled("client went away mid-stream"));
+      // deadline), or the idle watchdog cancelled the call. Nothing more is queued for it.
+      if (idle_cancelled_.load()) {
+        FinishWith(Status::Cancelled(
+            "stream cancelled by the server: the client took no data for " +
+            std::to_string(h_->stream_idle_timeout().count()) + " ms (stream_idle_timeout_ms)"));
+      } else {
+        FinishWith(Status::Cancelled("client went away mid-stream"));
+      }
       return;
     }
     bytes_ += pending_bytes_;
@@ -251,35 +278,54 @@ class StreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void OnDone() override {
-    h_->Record(method_, ctx_, TableOf(request_), final_, start_, bytes_);
+    if (registered_) h_->Unregister(this);
+    h_->Record(method_, ctx_, table_, final_, start_, bytes_);
     if (holds_slot_) h_->ReleaseStream();
     h_->CallEnded();
-    delete static_cast<Derived*>(this);
+    delete this;
+  }
+
+  // Called by Handler::CancelIdleStreams with the registry locked, so the call is alive.
+  void CancelIfIdle(Clock::time_point now, std::chrono::milliseconds timeout) {
+    const std::int64_t started = write_started_ns_.load();
+    if (started == 0 || idle_cancelled_.load()) return;
+    const auto waited = now - Clock::time_point(Clock::duration(started));
+    if (waited < timeout) return;
+    idle_cancelled_.store(true);
+    Log(LogLevel::kWarn, "stream idle timeout",
+        {{"method", method_},
+         {"table", table_},
+         {"peer", ctx_->peer()},
+         {"waited_ms", std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()},
+         {"timeout_ms", timeout.count()},
+         {"bytes", bytes_sent_.load()}});
+    ctx_->TryCancel();  // the pending write fails: OnWriteDone(false)
   }
 
  protected:
-  // Runs admission and parsing; true when the derived class may open its stream.
-  bool Begin(const grpc::ByteBuffer* raw) {
-    Status st = h_->Admit(ctx_);
-    if (st.ok()) st = ParseRequest(raw, method_, &request_);
-    if (st.ok()) {
-      if (h_->TryAcquireStream()) {
-        holds_slot_ = true;
-      } else {
-        st = h_->StreamLimitStatus();
-      }
+  virtual Status Fill(grpc::ByteBuffer* buf, std::uint64_t* payload_bytes) = 0;
+
+  // Takes a stream slot and registers with the watchdog; false (call finished) at the limit.
+  bool AcquireSlot() {
+    if (!h_->TryAcquireStream()) {
+      FinishWith(h_->StreamLimitStatus());
+      return false;
     }
-    if (!st.ok()) FinishWith(st);
-    return st.ok();
+    holds_slot_ = true;
+    h_->Register(this);
+    registered_ = true;
+    return true;
   }
 
   void Pump() {
-    Status st = static_cast<Derived*>(this)->Fill(&buf_, &pending_bytes_);
+    Status st = Fill(&buf_, &pending_bytes_);
     if (!st.ok()) {
       FinishWith(st);
     } else if (done_) {
       FinishWith(Status::OK());
     } else {
+      bytes_sent_.store(bytes_);
+      write_started_ns_.store(Clock::now().time_since_epoch().count());
       StartWrite(&buf_);
     }
   }
@@ -293,16 +339,51 @@ class StreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   grpc::CallbackServerContext* ctx_;
   const char* method_;
   Clock::time_point start_;
-  Req request_;
+  std::string table_;     // set before the stream registers
   grpc::ByteBuffer buf_;  // the message being written; valid until OnWriteDone
   std::uint64_t pending_bytes_ = 0;
   std::uint64_t bytes_ = 0;
   bool holds_slot_ = false;
+  bool registered_ = false;
   bool done_ = false;
   grpc::Status final_;
+  // Read by the watchdog thread: when the write in flight started (steady clock ticks; 0 when
+  // none is), whether the watchdog cancelled the call, and the bytes sent before that write.
+  std::atomic<std::int64_t> write_started_ns_{0};
+  std::atomic<bool> idle_cancelled_{false};
+  std::atomic<std::uint64_t> bytes_sent_{0};
 };
 
-class RowsReactor final : public StreamReactor<v1::StreamRowsRequest, RowsReactor> {
+void Handler::CancelIdleStreams(Clock::time_point now) {
+  const auto timeout = config_.stream_idle_timeout;
+  if (timeout.count() <= 0) return;
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  for (StreamBase* s : streams_) s->CancelIfIdle(now, timeout);
+}
+
+// Admission and parsing of a streaming request of type `Req`.
+template <typename Req>
+class StreamReactor : public StreamBase {
+ public:
+  using StreamBase::StreamBase;
+
+ protected:
+  // Runs admission and parsing; true when the derived class may open its stream.
+  bool Begin(const grpc::ByteBuffer* raw) {
+    Status st = h_->Admit(ctx_);
+    if (st.ok()) st = ParseRequest(raw, method_, &request_);
+    table_ = TableOf(request_);
+    if (!st.ok()) {
+      FinishWith(st);
+      return false;
+    }
+    return AcquireSlot();
+  }
+
+  Req request_;
+};
+
+class RowsReactor final : public StreamReactor<v1::StreamRowsRequest> {
  public:
   RowsReactor(Handler* h, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw)
       : StreamReactor(h, ctx, "StreamRows") {
@@ -316,7 +397,7 @@ class RowsReactor final : public StreamReactor<v1::StreamRowsRequest, RowsReacto
     Pump();
   }
 
-  Status Fill(grpc::ByteBuffer* buf, std::uint64_t* payload_bytes) {
+  Status Fill(grpc::ByteBuffer* buf, std::uint64_t* payload_bytes) override {
     EMBSTORE_ASSIGN_OR_RETURN(auto next, stream_->Next());
     if (!next.has_value()) {
       done_ = true;
@@ -335,7 +416,7 @@ class RowsReactor final : public StreamReactor<v1::StreamRowsRequest, RowsReacto
   std::unique_ptr<RowStream> stream_;
 };
 
-class KeysReactor final : public StreamReactor<v1::StreamKeysRequest, KeysReactor> {
+class KeysReactor final : public StreamReactor<v1::StreamKeysRequest> {
  public:
   KeysReactor(Handler* h, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw)
       : StreamReactor(h, ctx, "StreamKeys") {
@@ -349,7 +430,7 @@ class KeysReactor final : public StreamReactor<v1::StreamKeysRequest, KeysReacto
     Pump();
   }
 
-  Status Fill(grpc::ByteBuffer* buf, std::uint64_t* payload_bytes) {
+  Status Fill(grpc::ByteBuffer* buf, std::uint64_t* payload_bytes) override {
     EMBSTORE_ASSIGN_OR_RETURN(auto next, stream_->Next());
     if (!next.has_value()) {
       done_ = true;
@@ -528,6 +609,7 @@ class GrpcServer final : public Server {
     health->SetServingStatus(true);
     health->SetServingStatus(kServiceName, true);
 
+    housekeeper_ = std::thread([this] { Housekeep(); });
     if (!config_.metrics_listen.empty()) EMBSTORE_RETURN_NOT_OK(StartMetrics());
     Log(LogLevel::kInfo, "listening",
         {{"addresses", addresses_},
@@ -572,6 +654,12 @@ class GrpcServer final : public Server {
       handler_->WaitForNoCalls(Clock::now() + grace);
       server_->Shutdown(std::chrono::system_clock::now());
     }
+    {
+      std::lock_guard<std::mutex> lock(housekeeping_mu_);
+      stop_housekeeping_ = true;
+    }
+    housekeeping_cv_.notify_all();
+    if (housekeeper_.joinable()) housekeeper_.join();
     if (http_) http_->stop();
     if (http_thread_.joinable()) http_thread_.join();
     if (catalog_) catalog_->StopWatching();
@@ -593,6 +681,23 @@ class GrpcServer final : public Server {
     std::string s;
     for (const auto& a : config_.listen) s += (s.empty() ? "" : ", ") + a;
     return s;
+  }
+
+  // The server's periodic chores, on one thread: cancelling streams whose client stopped
+  // taking data. Runs until Shutdown.
+  void Housekeep() {
+    const auto idle = config_.stream_idle_timeout;
+    // Often enough that a stalled stream is cancelled within a quarter of the timeout after it
+    // expires.
+    const auto period = idle.count() > 0 ? std::clamp(idle / 4, std::chrono::milliseconds(10),
+                                                      std::chrono::milliseconds(1000))
+                                         : std::chrono::milliseconds(1000);
+    std::unique_lock<std::mutex> lock(housekeeping_mu_);
+    while (!housekeeping_cv_.wait_for(lock, period, [this] { return stop_housekeeping_; })) {
+      lock.unlock();
+      handler_->CancelIdleStreams(Clock::now());
+      lock.lock();
+    }
   }
 
   Status StartMetrics() {
@@ -632,6 +737,10 @@ class GrpcServer final : public Server {
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_;
   int metrics_port_ = 0;
+  std::thread housekeeper_;
+  std::mutex housekeeping_mu_;
+  std::condition_variable housekeeping_cv_;
+  bool stop_housekeeping_ = false;
 
   std::mutex mu_;
   std::condition_variable done_cv_;

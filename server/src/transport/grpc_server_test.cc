@@ -505,6 +505,47 @@ TEST_F(ServerTest, ConcurrentStreamLimitIsResourceExhausted) {
   EXPECT_TRUE(PullAll(*stub_, RowsReq("words"), &ctx3).status.ok());
 }
 
+TEST_F(ServerTest, StreamsWhoseClientStoppedReadingAreCancelledAndFreeTheirSlots) {
+  TableSpec big{.rows = 100000,
+                .dim = 64,
+                .dtype = store::DType::kF32,
+                .with_keys = false,
+                .block_rows = 0,
+                .salt = 0};
+  ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
+  config_.max_concurrent_streams = 2;
+  config_.stream_idle_timeout = std::chrono::milliseconds(200);
+  Start();
+  // Two clients take every slot, read one chunk each and stop: the server's writes stall on
+  // flow control (25 MB each, more than the connection's windows).
+  struct Stalled {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::RowChunk>> reader;
+  };
+  Stalled stalled[2];
+  for (auto& s : stalled) {
+    s.reader = stub_->StreamRows(&s.ctx, RowsReq("big"));
+    v1::RowChunk c;
+    ASSERT_TRUE(s.reader->Read(&c));
+  }
+  // Until the timeout, a third stream is refused; after it, the stalled ones are cancelled and a
+  // new stream runs.
+  ASSERT_TRUE(Eventually([&] {
+    grpc::ClientContext ctx;
+    return PullAll(*stub_, RowsReq("words"), &ctx).status.ok();
+  })) << Metrics();
+  for (auto& s : stalled) {
+    v1::RowChunk c;
+    while (s.reader->Read(&c)) {
+    }
+    EXPECT_EQ(s.reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_TRUE(Eventually([&] {
+    return Metrics().find("embstore_requests_total{method=\"StreamRows\",code=\"CANCELLED\"} 2") !=
+           std::string::npos;
+  })) << Metrics();
+}
+
 TEST_F(ServerTest, RequestsOverTheReceiveLimitAreResourceExhausted) {
   config_.max_receive_message_bytes = 1024;
   Start();

@@ -47,7 +47,10 @@ struct ServerConfig {
   std::chrono::milliseconds shutdown_grace{10000};  // used by the serve command on a signal
   bool verify_on_load = false;                      // check all checksums before serving a file
   ServiceOptions service;
-  std::uint32_t max_concurrent_streams = 256;          // StreamRows + StreamKeys over all clients
+  std::uint32_t max_concurrent_streams = 256;  // StreamRows + StreamKeys over all clients
+  // A stream whose next message the client has not taken for this long is cancelled and its
+  // slot freed (a client that stopped reading). 0: never.
+  std::chrono::milliseconds stream_idle_timeout{60000};
   std::uint64_t max_receive_message_bytes = 4u << 20;  // largest request accepted
   KeepaliveConfig keepalive;
   TlsConfig tls;
