@@ -83,10 +83,11 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
     return Status::InvalidArgument("config file " + path + ": not valid JSON: " + e.what());
   }
   Reader r(path);
-  EMBSTORE_RETURN_NOT_OK(r.Keys(j, "",
-                                {"store", "listen", "metrics_listen", "poll_interval_ms",
-                                 "shutdown_grace_ms", "stream_idle_timeout_ms", "verify_on_load",
-                                 "limits", "chunks", "keepalive", "tls", "auth", "log_level"}));
+  EMBSTORE_RETURN_NOT_OK(
+      r.Keys(j, "",
+             {"store", "listen", "metrics_listen", "poll_interval_ms", "shutdown_grace_ms",
+              "stream_idle_timeout_ms", "verify_on_load", "limits", "chunks", "keepalive", "tls",
+              "auth", "log_level", "log_repeat_interval_ms"}));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "store", &c->store_dir));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "listen", &c->listen));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "metrics_listen", &c->metrics_listen));
@@ -95,6 +96,7 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
   EMBSTORE_RETURN_NOT_OK(r.GetMs(j, "", "stream_idle_timeout_ms", &c->stream_idle_timeout));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "verify_on_load", &c->verify_on_load));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "log_level", &c->log_level));
+  EMBSTORE_RETURN_NOT_OK(r.GetMs(j, "", "log_repeat_interval_ms", &c->log_repeat_interval));
   if (j.contains("limits")) {
     const json& l = j["limits"];
     EMBSTORE_RETURN_NOT_OK(r.Keys(l, "limits",

@@ -19,7 +19,7 @@ TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
     "tls": {"cert_file": "c.pem", "key_file": "k.pem"},
     "auth": {"token_file": ")" + dir.File("tokens") +
                                                   R"("},
-    "log_level": "warn"})");
+    "log_level": "warn", "log_repeat_interval_ms": 60000})");
   ServerConfig c;
   ASSERT_TRUE(LoadConfigFile(dir.File("c.json"), &c).ok());
   EXPECT_EQ(c.store_dir, "/data");
@@ -36,6 +36,7 @@ TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(c.tls.cert_file, "c.pem");
   EXPECT_EQ(c.auth_tokens, (std::vector<std::string>{"alpha", "beta"}));
   EXPECT_EQ(c.log_level, "warn");
+  EXPECT_EQ(c.log_repeat_interval.count(), 60000);
 }
 
 TEST(ConfigFile, RejectsUnknownKeysWrongTypesAndBadJsonNamingTheFile) {

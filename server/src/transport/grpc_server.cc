@@ -22,6 +22,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../log_rate_limiter.h"
 #include "../mapping_guard.h"
 #include "../metrics.h"
 #include "embstore/server/log.h"
@@ -61,6 +62,16 @@ std::string TableOf(const Req& r) {
   }
 }
 
+// The client's address without its port ("ipv4:10.1.2.3:51234" -> "ipv4:10.1.2.3"): every
+// connection of a client has its own port.
+std::string ClientAddress(const std::string& peer) {
+  if (peer.rfind("ipv4:", 0) == 0 || peer.rfind("ipv6:", 0) == 0) {
+    const auto colon = peer.rfind(':');
+    if (colon > 5) return peer.substr(0, colon);
+  }
+  return peer;
+}
+
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   const std::size_t n = std::max(a.size(), b.size());
@@ -85,7 +96,10 @@ class StreamBase;
 class Handler final : public RawService {
  public:
   Handler(StoreService* service, Metrics* metrics, const ServerConfig& config)
-      : service_(service), metrics_(metrics), config_(config) {}
+      : service_(service),
+        metrics_(metrics),
+        config_(config),
+        failed_call_lines_(config.log_repeat_interval) {}
 
   void set_draining() { draining_.store(true); }
 
@@ -157,14 +171,36 @@ class Handler final : public RawService {
     if (bytes > 0 && !table.empty()) metrics_->AddBytesServed(table, bytes);
     const LogLevel level = st.ok() ? LogLevel::kInfo : LogLevel::kWarn;
     if (!LogEnabled(level)) return;
+    const std::string peer = ctx->peer();
+    std::uint64_t suppressed = 0;
+    if (!st.ok()) {
+      // A client failing in a loop (no token, a table that is not there) would write a line a
+      // call; similar lines are limited per code, method and client address.
+      auto verdict = failed_call_lines_.Admit(std::string("rpc ") + GrpcCodeName(st.error_code()) +
+                                              " " + method + " " + ClientAddress(peer));
+      if (!verdict.write) return;
+      suppressed = verdict.suppressed;
+    }
     nlohmann::json f = {{"method", method},
                         {"code", GrpcCodeName(st.error_code())},
                         {"ms", secs * 1000.0},
-                        {"peer", ctx->peer()}};
+                        {"peer", peer}};
     if (!table.empty()) f["table"] = table;
     if (bytes > 0) f["bytes"] = bytes;
     if (!st.ok()) f["error"] = st.error_message();
+    if (suppressed > 0) f["suppressed"] = suppressed;
     Log(level, "rpc", f);
+  }
+
+  // Logs how many failed-call lines were dropped, for keys that went quiet (every key, with
+  // `all`), so no count is lost when a flood stops.
+  void LogSuppressed(bool all) {
+    for (const auto& s : failed_call_lines_.TakeSuppressed(all)) {
+      Log(LogLevel::kWarn, "similar lines suppressed",
+          {{"key", s.key},
+           {"suppressed", s.count},
+           {"interval_ms", failed_call_lines_.interval().count()}});
+    }
   }
 
   template <typename Req, typename Resp, typename Fn>
@@ -242,6 +278,7 @@ class Handler final : public RawService {
   const ServerConfig& config_;
   std::mutex streams_mu_;  // held while a stream is examined, so OnDone cannot delete it then
   std::set<StreamBase*> streams_;
+  LogRateLimiter failed_call_lines_;
   std::atomic<bool> draining_{false};
   std::atomic<std::int64_t> active_streams_{0};
   std::atomic<std::int64_t> in_flight_{0};
@@ -663,6 +700,7 @@ class GrpcServer final : public Server {
     if (http_) http_->stop();
     if (http_thread_.joinable()) http_thread_.join();
     if (catalog_) catalog_->StopWatching();
+    if (handler_) handler_->LogSuppressed(/*all=*/true);
     Log(LogLevel::kInfo, "stopped", nullptr);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -684,7 +722,7 @@ class GrpcServer final : public Server {
   }
 
   // The server's periodic chores, on one thread: cancelling streams whose client stopped
-  // taking data. Runs until Shutdown.
+  // taking data, and reporting the counts of suppressed log lines. Runs until Shutdown.
   void Housekeep() {
     const auto idle = config_.stream_idle_timeout;
     // Often enough that a stalled stream is cancelled within a quarter of the timeout after it
@@ -696,6 +734,7 @@ class GrpcServer final : public Server {
     while (!housekeeping_cv_.wait_for(lock, period, [this] { return stop_housekeeping_; })) {
       lock.unlock();
       handler_->CancelIdleStreams(Clock::now());
+      handler_->LogSuppressed(/*all=*/false);
       lock.lock();
     }
   }

@@ -8,8 +8,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "embstore/server/log.h"
 #include "embstore/server/server.h"
 #include "embstore/store/checksum.h"
 #include "embstore/v1/embstore.grpc.pb.h"
@@ -477,6 +480,43 @@ TEST_F(ServerTest, BearerTokenIsRequiredWhenConfigured) {
   EXPECT_EQ(PullAll(*stub_, RowsReq("words"), &ctx).status.error_code(),
             grpc::StatusCode::UNAUTHENTICATED);
   EXPECT_EQ(testing::HealthStatus(channel_, ""), 1);  // probes need no token
+}
+
+TEST_F(ServerTest, RepeatedFailuresOfOneClientLogOneLineAndACount) {
+  config_.auth_tokens = {"tok"};
+  config_.log_level = "warn";
+  config_.log_repeat_interval = std::chrono::hours(1);  // the whole test is one interval
+  std::mutex mu;
+  std::vector<nlohmann::json> lines;
+  SetLogSink([&](std::string_view line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(nlohmann::json::parse(line));
+  });
+  struct RestoreStderr {
+    ~RestoreStderr() { SetLogSink(nullptr); }
+  } restore;
+  Start();
+  constexpr int kCalls = 10000;
+  for (int i = 0; i < kCalls; ++i) {
+    grpc::ClientContext ctx;
+    v1::ListTablesResponse resp;
+    ASSERT_EQ(stub_->ListTables(&ctx, {}, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  server_->Shutdown(std::chrono::milliseconds(0));  // reports the counts not yet reported
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<nlohmann::json> rpc, summaries;
+  for (const auto& l : lines) {
+    if (l["msg"] == "rpc") rpc.push_back(l);
+    if (l["msg"] == "similar lines suppressed") summaries.push_back(l);
+  }
+  ASSERT_EQ(rpc.size(), 1u) << rpc.size() << " rpc lines";
+  EXPECT_EQ(rpc[0]["code"], "UNAUTHENTICATED");
+  EXPECT_EQ(rpc[0]["method"], "ListTables");
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0]["suppressed"], kCalls - 1);
+  EXPECT_EQ(summaries[0]["level"], "warn");
+  const std::string key = summaries[0]["key"];
+  EXPECT_NE(key.find("UNAUTHENTICATED ListTables ipv4:127.0.0.1"), std::string::npos) << key;
 }
 
 TEST_F(ServerTest, ConcurrentStreamLimitIsResourceExhausted) {

@@ -57,6 +57,9 @@ struct ServerConfig {
   // Bearer tokens accepted in the "authorization: Bearer <token>" metadata. Empty: no auth.
   std::vector<std::string> auth_tokens;
   std::string log_level = "info";
+  // Failed calls of one client (address), method and status code write at most one `rpc` line
+  // per this interval; the lines dropped are counted (docs/SERVING.md, "Logs"). 0: every line.
+  std::chrono::milliseconds log_repeat_interval{10000};
 };
 
 // Reads a JSON configuration file into `config` (docs/SERVING.md, "Configuration file"). Keys
