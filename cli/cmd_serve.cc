@@ -30,6 +30,7 @@ struct ServeFlags {
   std::uint64_t default_chunk_bytes = 0;
   std::uint64_t max_chunk_bytes = 0;
   std::uint64_t max_receive_message_bytes = 0;
+  std::uint64_t max_transport_memory_bytes = 0;
   std::int64_t keepalive_time_ms = 0;
   std::int64_t keepalive_timeout_ms = 0;
   std::string tls_cert, tls_key, tls_client_ca;
@@ -58,6 +59,9 @@ Status BuildConfig(CLI::App* sub, const ServeFlags& f, server::ServerConfig* c) 
   if (given("--max-chunk-bytes")) c->service.max_chunk_bytes = f.max_chunk_bytes;
   if (given("--max-receive-message-bytes")) {
     c->max_receive_message_bytes = f.max_receive_message_bytes;
+  }
+  if (given("--max-transport-memory-bytes")) {
+    c->max_transport_memory_bytes = f.max_transport_memory_bytes;
   }
   if (given("--keepalive-time-ms")) c->keepalive.time_ms = f.keepalive_time_ms;
   if (given("--keepalive-timeout-ms")) c->keepalive.timeout_ms = f.keepalive_timeout_ms;
@@ -157,8 +161,14 @@ RunFn RegisterServe(CLI::App& app) {
                   "the 4 MiB default receive limit of gRPC clients)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--max-receive-message-bytes", f->max_receive_message_bytes,
-                  "Largest request message accepted (default 4194304)")
+                  "Largest request message accepted, RESOURCE_EXHAUSTED above (default 4194304, "
+                  "room for 100,000 keys of 38 bytes)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--max-transport-memory-bytes", f->max_transport_memory_bytes,
+                  "Memory gRPC may hold for connections and requests being received, all "
+                  "clients together; bounds what floods of oversized requests cost (gRPC reads "
+                  "a request whole before it checks its size). 0: no bound (default 134217728)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--keepalive-time-ms", f->keepalive_time_ms,
                   "Ping idle connections this often (default 60000)")
       ->check(CLI::PositiveNumber);

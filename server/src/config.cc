@@ -99,9 +99,10 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
   EMBSTORE_RETURN_NOT_OK(r.GetMs(j, "", "log_repeat_interval_ms", &c->log_repeat_interval));
   if (j.contains("limits")) {
     const json& l = j["limits"];
-    EMBSTORE_RETURN_NOT_OK(r.Keys(l, "limits",
-                                  {"max_concurrent_streams", "max_lookup_batch", "max_lookup_bytes",
-                                   "max_chunk_bytes", "max_receive_message_bytes"}));
+    EMBSTORE_RETURN_NOT_OK(
+        r.Keys(l, "limits",
+               {"max_concurrent_streams", "max_lookup_batch", "max_lookup_bytes", "max_chunk_bytes",
+                "max_receive_message_bytes", "max_transport_memory_bytes"}));
     EMBSTORE_RETURN_NOT_OK(
         r.Get(l, "limits", "max_concurrent_streams", &c->max_concurrent_streams));
     EMBSTORE_RETURN_NOT_OK(r.Get(l, "limits", "max_lookup_batch", &c->service.max_lookup_batch));
@@ -109,6 +110,8 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
     EMBSTORE_RETURN_NOT_OK(r.Get(l, "limits", "max_chunk_bytes", &c->service.max_chunk_bytes));
     EMBSTORE_RETURN_NOT_OK(
         r.Get(l, "limits", "max_receive_message_bytes", &c->max_receive_message_bytes));
+    EMBSTORE_RETURN_NOT_OK(
+        r.Get(l, "limits", "max_transport_memory_bytes", &c->max_transport_memory_bytes));
   }
   if (j.contains("chunks")) {
     const json& ch = j["chunks"];

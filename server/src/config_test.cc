@@ -13,7 +13,8 @@ TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
     // comments are allowed
     "store": "/data", "listen": ["127.0.0.1:1", "unix:/tmp/s"], "poll_interval_ms": 50,
     "stream_idle_timeout_ms": 5000,
-    "limits": {"max_concurrent_streams": 3, "max_lookup_batch": 9},
+    "limits": {"max_concurrent_streams": 3, "max_lookup_batch": 9,
+               "max_transport_memory_bytes": 67108864},
     "chunks": {"default_chunk_bytes": 65536},
     "keepalive": {"time_ms": 1000, "permit_without_calls": false},
     "tls": {"cert_file": "c.pem", "key_file": "k.pem"},
@@ -29,6 +30,8 @@ TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(c.shutdown_grace.count(), ServerConfig().shutdown_grace.count());
   EXPECT_EQ(c.max_concurrent_streams, 3u);
   EXPECT_EQ(c.service.max_lookup_batch, 9u);
+  EXPECT_EQ(c.max_transport_memory_bytes, 64u << 20);
+  EXPECT_EQ(c.max_receive_message_bytes, ServerConfig().max_receive_message_bytes);
   EXPECT_EQ(c.service.default_chunk_bytes, 65536u);
   EXPECT_EQ(c.service.max_chunk_bytes, ServiceOptions().max_chunk_bytes);
   EXPECT_EQ(c.keepalive.time_ms, 1000);

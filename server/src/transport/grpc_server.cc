@@ -9,6 +9,7 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <httplib.h>
 
@@ -22,6 +23,7 @@
 #include <sstream>
 #include <thread>
 
+#include "../heap_trim.h"
 #include "../log_rate_limiter.h"
 #include "../mapping_guard.h"
 #include "../metrics.h"
@@ -553,6 +555,13 @@ class GrpcServer final : public Server {
     for (const auto& t : config_.auth_tokens) {
       if (t.empty()) return Status::InvalidArgument("an empty bearer token is not allowed");
     }
+    if (config_.max_transport_memory_bytes > 0 &&
+        config_.max_transport_memory_bytes < config_.max_receive_message_bytes) {
+      return Status::InvalidArgument("transport memory limit " +
+                                     std::to_string(config_.max_transport_memory_bytes) +
+                                     " is smaller than the largest request accepted, " +
+                                     std::to_string(config_.max_receive_message_bytes) + " bytes");
+    }
 
     CatalogOptions co;
     co.dir = config_.store_dir;
@@ -613,6 +622,14 @@ class GrpcServer final : public Server {
     builder.RegisterService(handler_.get());
     builder.SetMaxReceiveMessageSize(
         static_cast<int>(std::min<std::uint64_t>(config_.max_receive_message_bytes, INT32_MAX)));
+    if (config_.max_transport_memory_bytes > 0) {
+      // gRPC checks the receive limit only once a request has arrived whole, so without a quota
+      // every client could make the server buffer a request of any size. Over the quota, gRPC
+      // closes idle connections and then cancels calls (RESOURCE_EXHAUSTED) to get back under.
+      grpc::ResourceQuota quota("embstore");
+      quota.Resize(static_cast<std::size_t>(config_.max_transport_memory_bytes));
+      builder.SetResourceQuota(quota);
+    }
     const auto& ka = config_.keepalive;
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(ka.time_ms));
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(ka.timeout_ms));
@@ -722,7 +739,8 @@ class GrpcServer final : public Server {
   }
 
   // The server's periodic chores, on one thread: cancelling streams whose client stopped
-  // taking data, and reporting the counts of suppressed log lines. Runs until Shutdown.
+  // taking data, reporting the counts of suppressed log lines, and giving freed heap memory
+  // back to the kernel (about once a second). Runs until Shutdown.
   void Housekeep() {
     const auto idle = config_.stream_idle_timeout;
     // Often enough that a stalled stream is cancelled within a quarter of the timeout after it
@@ -730,14 +748,27 @@ class GrpcServer final : public Server {
     const auto period = idle.count() > 0 ? std::clamp(idle / 4, std::chrono::milliseconds(10),
                                                       std::chrono::milliseconds(1000))
                                          : std::chrono::milliseconds(1000);
+    HeapTrimmer trimmer(kHeapTrimThreshold);
+    auto next_trim = Clock::now();
     std::unique_lock<std::mutex> lock(housekeeping_mu_);
     while (!housekeeping_cv_.wait_for(lock, period, [this] { return stop_housekeeping_; })) {
       lock.unlock();
-      handler_->CancelIdleStreams(Clock::now());
+      const auto now = Clock::now();
+      handler_->CancelIdleStreams(now);
       handler_->LogSuppressed(/*all=*/false);
+      if (now >= next_trim) {
+        next_trim = now + std::chrono::seconds(1);
+        const std::uint64_t released = trimmer.MaybeTrim();
+        if (released > 0) {
+          Log(LogLevel::kDebug, "heap trimmed", {{"released_bytes", released}});
+        }
+      }
       lock.lock();
     }
   }
+
+  // Free heap memory below this is left to glibc (it is reused soon enough).
+  static constexpr std::uint64_t kHeapTrimThreshold = 16u << 20;
 
   Status StartMetrics() {
     EMBSTORE_ASSIGN_OR_RETURN(auto hp, SplitHostPort(config_.metrics_listen, "metrics address"));

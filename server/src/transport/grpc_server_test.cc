@@ -661,6 +661,11 @@ TEST_F(ServerTest, RefusesToStartOnBadConfiguration) {
   c = config_;
   c.listen = {"256.1.1.1:99999"};
   EXPECT_FALSE(Server::Start(c).ok());
+  c = config_;
+  c.max_transport_memory_bytes = c.max_receive_message_bytes - 1;  // no request would fit
+  Status st = Server::Start(c).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("transport memory limit"), std::string::npos) << st.message();
 }
 
 // TLS with a throwaway CA, server and client certificates made by the openssl tool.

@@ -52,6 +52,10 @@ struct ServerConfig {
   // slot freed (a client that stopped reading). 0: never.
   std::chrono::milliseconds stream_idle_timeout{60000};
   std::uint64_t max_receive_message_bytes = 4u << 20;  // largest request accepted
+  // Memory gRPC may take for connections and requests being received, over all clients (a
+  // gRPC resource quota). gRPC reads a request whole before it checks the receive limit, so
+  // this bounds what a flood of oversized requests costs. 0: no bound.
+  std::uint64_t max_transport_memory_bytes = 128u << 20;
   KeepaliveConfig keepalive;
   TlsConfig tls;
   // Bearer tokens accepted in the "authorization: Bearer <token>" metadata. Empty: no auth.
