@@ -701,12 +701,21 @@ class GrpcServer final : public Server {
       shutdown_started_ = true;
     }
     if (server_ != nullptr) {
-      // Let calls in flight finish within the grace period. gRPC's own Shutdown(deadline) would
-      // also wait for idle client connections to go away, which trainers keep open for hours, so
-      // the wait for calls is done here and gRPC is then told to stop at once: it cancels
-      // whatever is still running (their reactors finish with CANCELLED) and closes connections.
-      handler_->WaitForNoCalls(Clock::now() + grace);
-      server_->Shutdown(std::chrono::system_clock::now());
+      // Let calls in flight finish within the grace period. gRPC's own Shutdown(deadline) also
+      // waits until every client connection is gone, and a client may keep an idle one open, so
+      // the wait for calls is done here. When they all ended, gRPC gets a short deadline to
+      // close connections gracefully (GOAWAY; clients close idle connections at once): a call
+      // ends on the server before its last frames have left, and closing the sockets under them
+      // (or exiting) resets the connection, and the client sees UNAVAILABLE instead of OK.
+      // Otherwise, or when that deadline passes, gRPC cancels whatever is still running (their
+      // reactors finish with CANCELLED) and closes connections at once.
+      const auto deadline = Clock::now() + grace;
+      const bool all_ended = handler_->WaitForNoCalls(deadline);
+      auto stop_at = std::chrono::system_clock::now();
+      if (all_ended) {
+        stop_at += std::min<Clock::duration>(deadline - Clock::now(), kConnectionCloseWait);
+      }
+      server_->Shutdown(stop_at);
     }
     {
       std::lock_guard<std::mutex> lock(housekeeping_mu_);
@@ -766,6 +775,10 @@ class GrpcServer final : public Server {
       lock.lock();
     }
   }
+
+  // At most this long (and never past the grace period) connections may take to close once
+  // every call has ended.
+  static constexpr std::chrono::seconds kConnectionCloseWait{1};
 
   // Free heap memory below this is left to glibc (it is reused soon enough).
   static constexpr std::uint64_t kHeapTrimThreshold = 16u << 20;
