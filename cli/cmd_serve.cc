@@ -23,12 +23,14 @@ struct ServeFlags {
   std::string metrics_listen;
   std::int64_t poll_interval_ms = 0;
   std::int64_t shutdown_grace_ms = 0;
+  std::int64_t stream_idle_timeout_ms = 0;
   bool verify_on_load = false;
   std::uint32_t max_streams = 0;
   std::uint64_t max_lookup_batch = 0;
   std::uint64_t default_chunk_bytes = 0;
   std::uint64_t max_chunk_bytes = 0;
   std::uint64_t max_receive_message_bytes = 0;
+  std::uint64_t max_transport_memory_bytes = 0;
   std::int64_t keepalive_time_ms = 0;
   std::int64_t keepalive_timeout_ms = 0;
   std::string tls_cert, tls_key, tls_client_ca;
@@ -47,6 +49,9 @@ Status BuildConfig(CLI::App* sub, const ServeFlags& f, server::ServerConfig* c) 
   if (given("--shutdown-grace-ms")) {
     c->shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
   }
+  if (given("--stream-idle-timeout-ms")) {
+    c->stream_idle_timeout = std::chrono::milliseconds(f.stream_idle_timeout_ms);
+  }
   if (given("--verify-on-load")) c->verify_on_load = f.verify_on_load;
   if (given("--max-streams")) c->max_concurrent_streams = f.max_streams;
   if (given("--max-lookup-batch")) c->service.max_lookup_batch = f.max_lookup_batch;
@@ -54,6 +59,9 @@ Status BuildConfig(CLI::App* sub, const ServeFlags& f, server::ServerConfig* c) 
   if (given("--max-chunk-bytes")) c->service.max_chunk_bytes = f.max_chunk_bytes;
   if (given("--max-receive-message-bytes")) {
     c->max_receive_message_bytes = f.max_receive_message_bytes;
+  }
+  if (given("--max-transport-memory-bytes")) {
+    c->max_transport_memory_bytes = f.max_transport_memory_bytes;
   }
   if (given("--keepalive-time-ms")) c->keepalive.time_ms = f.keepalive_time_ms;
   if (given("--keepalive-timeout-ms")) c->keepalive.timeout_ms = f.keepalive_timeout_ms;
@@ -133,6 +141,10 @@ RunFn RegisterServe(CLI::App& app) {
                   "On SIGTERM/SIGINT, how long streams in flight may run before they are "
                   "cancelled (default 10000)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--stream-idle-timeout-ms", f->stream_idle_timeout_ms,
+                  "Cancel a stream whose client has taken no data for this long, freeing its "
+                  "--max-streams slot; 0 never (default 60000)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_flag("--verify-on-load", f->verify_on_load,
                 "Check every block checksum of a file before serving it");
   sub->add_option("--max-streams", f->max_streams,
@@ -149,8 +161,14 @@ RunFn RegisterServe(CLI::App& app) {
                   "the 4 MiB default receive limit of gRPC clients)")
       ->check(CLI::PositiveNumber);
   sub->add_option("--max-receive-message-bytes", f->max_receive_message_bytes,
-                  "Largest request message accepted (default 4194304)")
+                  "Largest request message accepted, RESOURCE_EXHAUSTED above (default 4194304, "
+                  "room for 100,000 keys of 38 bytes)")
       ->check(CLI::PositiveNumber);
+  sub->add_option("--max-transport-memory-bytes", f->max_transport_memory_bytes,
+                  "Memory gRPC may hold for connections and requests being received, all "
+                  "clients together; bounds what floods of oversized requests cost (gRPC reads "
+                  "a request whole before it checks its size). 0: no bound (default 134217728)")
+      ->check(CLI::NonNegativeNumber);
   sub->add_option("--keepalive-time-ms", f->keepalive_time_ms,
                   "Ping idle connections this often (default 60000)")
       ->check(CLI::PositiveNumber);

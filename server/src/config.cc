@@ -86,19 +86,23 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
   EMBSTORE_RETURN_NOT_OK(
       r.Keys(j, "",
              {"store", "listen", "metrics_listen", "poll_interval_ms", "shutdown_grace_ms",
-              "verify_on_load", "limits", "chunks", "keepalive", "tls", "auth", "log_level"}));
+              "stream_idle_timeout_ms", "verify_on_load", "limits", "chunks", "keepalive", "tls",
+              "auth", "log_level", "log_repeat_interval_ms"}));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "store", &c->store_dir));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "listen", &c->listen));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "metrics_listen", &c->metrics_listen));
   EMBSTORE_RETURN_NOT_OK(r.GetMs(j, "", "poll_interval_ms", &c->poll_interval));
   EMBSTORE_RETURN_NOT_OK(r.GetMs(j, "", "shutdown_grace_ms", &c->shutdown_grace));
+  EMBSTORE_RETURN_NOT_OK(r.GetMs(j, "", "stream_idle_timeout_ms", &c->stream_idle_timeout));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "verify_on_load", &c->verify_on_load));
   EMBSTORE_RETURN_NOT_OK(r.Get(j, "", "log_level", &c->log_level));
+  EMBSTORE_RETURN_NOT_OK(r.GetMs(j, "", "log_repeat_interval_ms", &c->log_repeat_interval));
   if (j.contains("limits")) {
     const json& l = j["limits"];
-    EMBSTORE_RETURN_NOT_OK(r.Keys(l, "limits",
-                                  {"max_concurrent_streams", "max_lookup_batch", "max_lookup_bytes",
-                                   "max_chunk_bytes", "max_receive_message_bytes"}));
+    EMBSTORE_RETURN_NOT_OK(
+        r.Keys(l, "limits",
+               {"max_concurrent_streams", "max_lookup_batch", "max_lookup_bytes", "max_chunk_bytes",
+                "max_receive_message_bytes", "max_transport_memory_bytes"}));
     EMBSTORE_RETURN_NOT_OK(
         r.Get(l, "limits", "max_concurrent_streams", &c->max_concurrent_streams));
     EMBSTORE_RETURN_NOT_OK(r.Get(l, "limits", "max_lookup_batch", &c->service.max_lookup_batch));
@@ -106,6 +110,8 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
     EMBSTORE_RETURN_NOT_OK(r.Get(l, "limits", "max_chunk_bytes", &c->service.max_chunk_bytes));
     EMBSTORE_RETURN_NOT_OK(
         r.Get(l, "limits", "max_receive_message_bytes", &c->max_receive_message_bytes));
+    EMBSTORE_RETURN_NOT_OK(
+        r.Get(l, "limits", "max_transport_memory_bytes", &c->max_transport_memory_bytes));
   }
   if (j.contains("chunks")) {
     const json& ch = j["chunks"];

@@ -12,20 +12,26 @@ TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
   testing::WriteWholeFile(dir.File("c.json"), R"({
     // comments are allowed
     "store": "/data", "listen": ["127.0.0.1:1", "unix:/tmp/s"], "poll_interval_ms": 50,
-    "limits": {"max_concurrent_streams": 3, "max_lookup_batch": 9},
+    "stream_idle_timeout_ms": 5000,
+    "limits": {"max_concurrent_streams": 3, "max_lookup_batch": 9,
+               "max_transport_memory_bytes": 67108864},
     "chunks": {"default_chunk_bytes": 65536},
     "keepalive": {"time_ms": 1000, "permit_without_calls": false},
     "tls": {"cert_file": "c.pem", "key_file": "k.pem"},
     "auth": {"token_file": ")" + dir.File("tokens") +
                                                   R"("},
-    "log_level": "warn"})");
+    "log_level": "warn", "log_repeat_interval_ms": 60000})");
   ServerConfig c;
   ASSERT_TRUE(LoadConfigFile(dir.File("c.json"), &c).ok());
   EXPECT_EQ(c.store_dir, "/data");
   EXPECT_EQ(c.listen, (std::vector<std::string>{"127.0.0.1:1", "unix:/tmp/s"}));
   EXPECT_EQ(c.poll_interval.count(), 50);
+  EXPECT_EQ(c.stream_idle_timeout.count(), 5000);
+  EXPECT_EQ(c.shutdown_grace.count(), ServerConfig().shutdown_grace.count());
   EXPECT_EQ(c.max_concurrent_streams, 3u);
   EXPECT_EQ(c.service.max_lookup_batch, 9u);
+  EXPECT_EQ(c.max_transport_memory_bytes, 64u << 20);
+  EXPECT_EQ(c.max_receive_message_bytes, ServerConfig().max_receive_message_bytes);
   EXPECT_EQ(c.service.default_chunk_bytes, 65536u);
   EXPECT_EQ(c.service.max_chunk_bytes, ServiceOptions().max_chunk_bytes);
   EXPECT_EQ(c.keepalive.time_ms, 1000);
@@ -33,6 +39,7 @@ TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
   EXPECT_EQ(c.tls.cert_file, "c.pem");
   EXPECT_EQ(c.auth_tokens, (std::vector<std::string>{"alpha", "beta"}));
   EXPECT_EQ(c.log_level, "warn");
+  EXPECT_EQ(c.log_repeat_interval.count(), 60000);
 }
 
 TEST(ConfigFile, RejectsUnknownKeysWrongTypesAndBadJsonNamingTheFile) {

@@ -5,12 +5,16 @@
 
 #include <atomic>
 #include <ctime>
+#include <mutex>
 #include <string>
 
 namespace embstore::server {
 namespace {
 
 std::atomic<int> g_level{static_cast<int>(LogLevel::kInfo)};
+std::atomic<bool> g_has_sink{false};
+std::mutex g_sink_mu;  // guards g_sink and serializes calls to it
+std::function<void(std::string_view)> g_sink;
 
 const char* LevelName(LogLevel l) {
   switch (l) {
@@ -64,6 +68,13 @@ void Log(LogLevel level, std::string_view msg, const nlohmann::json& fields) {
   }
   // Invalid UTF-8 (e.g. a table name from a client) is replaced, never a throw.
   std::string out = line.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+  if (g_has_sink.load()) {
+    std::lock_guard<std::mutex> lock(g_sink_mu);
+    if (g_sink) {
+      g_sink(out);
+      return;
+    }
+  }
   out.push_back('\n');
   const char* p = out.data();
   std::size_t left = out.size();
@@ -73,6 +84,12 @@ void Log(LogLevel level, std::string_view msg, const nlohmann::json& fields) {
     p += n;
     left -= static_cast<std::size_t>(n);
   }
+}
+
+void SetLogSink(std::function<void(std::string_view line)> sink) {
+  std::lock_guard<std::mutex> lock(g_sink_mu);
+  g_sink = std::move(sink);
+  g_has_sink.store(static_cast<bool>(g_sink));
 }
 
 }  // namespace embstore::server

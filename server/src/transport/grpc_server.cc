@@ -9,17 +9,22 @@
 #include <grpcpp/ext/proto_server_reflection_plugin.h>
 #include <grpcpp/grpcpp.h>
 #include <grpcpp/health_check_service_interface.h>
+#include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
 #include <httplib.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <fstream>
 #include <mutex>
+#include <set>
 #include <sstream>
 #include <thread>
 
+#include "../heap_trim.h"
+#include "../log_rate_limiter.h"
 #include "embstore/common/mapping_guard.h"
 #include "../metrics.h"
 #include "embstore/server/log.h"
@@ -59,6 +64,16 @@ std::string TableOf(const Req& r) {
   }
 }
 
+// The client's address without its port ("ipv4:10.1.2.3:51234" -> "ipv4:10.1.2.3"): every
+// connection of a client has its own port.
+std::string ClientAddress(const std::string& peer) {
+  if (peer.rfind("ipv4:", 0) == 0 || peer.rfind("ipv6:", 0) == 0) {
+    const auto colon = peer.rfind(':');
+    if (colon > 5) return peer.substr(0, colon);
+  }
+  return peer;
+}
+
 bool ConstantTimeEquals(std::string_view a, std::string_view b) {
   unsigned char diff = a.size() == b.size() ? 0 : 1;
   const std::size_t n = std::max(a.size(), b.size());
@@ -78,17 +93,32 @@ using RawService = v1::EmbStore::WithRawCallbackMethod_ListTables<
         v1::EmbStore::WithRawCallbackMethod_StreamRows<v1::EmbStore::WithRawCallbackMethod_Lookup<
             v1::EmbStore::WithRawCallbackMethod_StreamKeys<v1::EmbStore::Service>>>>>;
 
+class StreamBase;
+
 class Handler final : public RawService {
  public:
   Handler(StoreService* service, Metrics* metrics, const ServerConfig& config)
-      : service_(service), metrics_(metrics), config_(config) {}
+      : service_(service),
+        metrics_(metrics),
+        config_(config),
+        failed_call_lines_(config.log_repeat_interval) {}
 
   void set_draining() { draining_.store(true); }
 
   // Calls between arrival and their final status, of every method.
   void CallStarted() { in_flight_.fetch_add(1); }
-  void CallEnded() { in_flight_.fetch_sub(1); }
-  std::int64_t in_flight() const { return in_flight_.load(); }
+  void CallEnded() {
+    if (in_flight_.fetch_sub(1) == 1) {
+      // Taking the mutex orders this notification after a waiter's check of the count.
+      std::lock_guard<std::mutex> lock(idle_mu_);
+      idle_cv_.notify_all();
+    }
+  }
+  // Waits until no call is in flight or `deadline` passes; true when none is.
+  bool WaitForNoCalls(Clock::time_point deadline) {
+    std::unique_lock<std::mutex> lock(idle_mu_);
+    return idle_cv_.wait_until(lock, deadline, [this] { return in_flight_.load() == 0; });
+  }
 
   // Checks what every call must pass before any work: the server is not draining, and the
   // caller presented an accepted bearer token when tokens are configured.
@@ -143,14 +173,36 @@ class Handler final : public RawService {
     if (bytes > 0 && !table.empty()) metrics_->AddBytesServed(table, bytes);
     const LogLevel level = st.ok() ? LogLevel::kInfo : LogLevel::kWarn;
     if (!LogEnabled(level)) return;
+    const std::string peer = ctx->peer();
+    std::uint64_t suppressed = 0;
+    if (!st.ok()) {
+      // A client failing in a loop (no token, a table that is not there) would write a line a
+      // call; similar lines are limited per code, method and client address.
+      auto verdict = failed_call_lines_.Admit(std::string("rpc ") + GrpcCodeName(st.error_code()) +
+                                              " " + method + " " + ClientAddress(peer));
+      if (!verdict.write) return;
+      suppressed = verdict.suppressed;
+    }
     nlohmann::json f = {{"method", method},
                         {"code", GrpcCodeName(st.error_code())},
                         {"ms", secs * 1000.0},
-                        {"peer", ctx->peer()}};
+                        {"peer", peer}};
     if (!table.empty()) f["table"] = table;
     if (bytes > 0) f["bytes"] = bytes;
     if (!st.ok()) f["error"] = st.error_message();
+    if (suppressed > 0) f["suppressed"] = suppressed;
     Log(level, "rpc", f);
+  }
+
+  // Logs how many failed-call lines were dropped, for keys that went quiet (every key, with
+  // `all`), so no count is lost when a flood stops.
+  void LogSuppressed(bool all) {
+    for (const auto& s : failed_call_lines_.TakeSuppressed(all)) {
+      Log(LogLevel::kWarn, "similar lines suppressed",
+          {{"key", s.key},
+           {"suppressed", s.count},
+           {"interval_ms", failed_call_lines_.interval().count()}});
+    }
   }
 
   template <typename Req, typename Resp, typename Fn>
@@ -206,31 +258,57 @@ class Handler final : public RawService {
                                                          const grpc::ByteBuffer* req) override;
 
   StoreService* service() { return service_; }
+  std::chrono::milliseconds stream_idle_timeout() const { return config_.stream_idle_timeout; }
+
+  // Streams that hold a slot, for CancelIdleStreams. A stream registers once it holds its slot
+  // and unregisters in OnDone, before it is deleted.
+  void Register(StreamBase* s) {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    streams_.insert(s);
+  }
+  void Unregister(StreamBase* s) {
+    std::lock_guard<std::mutex> lock(streams_mu_);
+    streams_.erase(s);
+  }
+  // Cancels every stream whose message in flight has waited for the client since before
+  // `now - stream_idle_timeout`; a no-op when the timeout is 0.
+  void CancelIdleStreams(Clock::time_point now);
 
  private:
   StoreService* service_;
   Metrics* metrics_;
   const ServerConfig& config_;
+  std::mutex streams_mu_;  // held while a stream is examined, so OnDone cannot delete it then
+  std::set<StreamBase*> streams_;
+  LogRateLimiter failed_call_lines_;
   std::atomic<bool> draining_{false};
   std::atomic<std::int64_t> active_streams_{0};
   std::atomic<std::int64_t> in_flight_{0};
+  std::mutex idle_mu_;
+  std::condition_variable idle_cv_;
 };
 
-// Shared shape of the two streaming reactors: admission, one write in flight at a time, and the
-// bookkeeping when the call ends. `Source` produces the next ByteBuffer (or nullopt at the end).
-template <typename Req, typename Derived>
-class StreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
+// What the two streaming reactors share apart from their request type: one write in flight at
+// a time, the idle watchdog's view of that write, and the bookkeeping when the call ends.
+class StreamBase : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
  public:
-  StreamReactor(Handler* h, grpc::CallbackServerContext* ctx, const char* method)
+  StreamBase(Handler* h, grpc::CallbackServerContext* ctx, const char* method)
       : h_(h), ctx_(ctx), method_(method), start_(Clock::now()) {
     h_->CallStarted();
   }
 
   void OnWriteDone(bool ok) override {
+    write_started_ns_.store(0);
     if (!ok) {
       // The client is gone (cancelled, disconnected, or the server is past its shutdown
-      // deadline). Nothing more is read or queued for it.
-      FinishWith(Status::Cancelled("client went away mid-stream"));
+      // deadline), or the idle watchdog cancelled the call. Nothing more is queued for it.
+      if (idle_cancelled_.load()) {
+        FinishWith(Status::Cancelled(
+            "stream cancelled by the server: the client took no data for " +
+            std::to_string(h_->stream_idle_timeout().count()) + " ms (stream_idle_timeout_ms)"));
+      } else {
+        FinishWith(Status::Cancelled("client went away mid-stream"));
+      }
       return;
     }
     bytes_ += pending_bytes_;
@@ -239,35 +317,54 @@ class StreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   }
 
   void OnDone() override {
-    h_->Record(method_, ctx_, TableOf(request_), final_, start_, bytes_);
+    if (registered_) h_->Unregister(this);
+    h_->Record(method_, ctx_, table_, final_, start_, bytes_);
     if (holds_slot_) h_->ReleaseStream();
     h_->CallEnded();
-    delete static_cast<Derived*>(this);
+    delete this;
+  }
+
+  // Called by Handler::CancelIdleStreams with the registry locked, so the call is alive.
+  void CancelIfIdle(Clock::time_point now, std::chrono::milliseconds timeout) {
+    const std::int64_t started = write_started_ns_.load();
+    if (started == 0 || idle_cancelled_.load()) return;
+    const auto waited = now - Clock::time_point(Clock::duration(started));
+    if (waited < timeout) return;
+    idle_cancelled_.store(true);
+    Log(LogLevel::kWarn, "stream idle timeout",
+        {{"method", method_},
+         {"table", table_},
+         {"peer", ctx_->peer()},
+         {"waited_ms", std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()},
+         {"timeout_ms", timeout.count()},
+         {"bytes", bytes_sent_.load()}});
+    ctx_->TryCancel();  // the pending write fails: OnWriteDone(false)
   }
 
  protected:
-  // Runs admission and parsing; true when the derived class may open its stream.
-  bool Begin(const grpc::ByteBuffer* raw) {
-    Status st = h_->Admit(ctx_);
-    if (st.ok()) st = ParseRequest(raw, method_, &request_);
-    if (st.ok()) {
-      if (h_->TryAcquireStream()) {
-        holds_slot_ = true;
-      } else {
-        st = h_->StreamLimitStatus();
-      }
+  virtual Status Fill(grpc::ByteBuffer* buf, std::uint64_t* payload_bytes) = 0;
+
+  // Takes a stream slot and registers with the watchdog; false (call finished) at the limit.
+  bool AcquireSlot() {
+    if (!h_->TryAcquireStream()) {
+      FinishWith(h_->StreamLimitStatus());
+      return false;
     }
-    if (!st.ok()) FinishWith(st);
-    return st.ok();
+    holds_slot_ = true;
+    h_->Register(this);
+    registered_ = true;
+    return true;
   }
 
   void Pump() {
-    Status st = static_cast<Derived*>(this)->Fill(&buf_, &pending_bytes_);
+    Status st = Fill(&buf_, &pending_bytes_);
     if (!st.ok()) {
       FinishWith(st);
     } else if (done_) {
       FinishWith(Status::OK());
     } else {
+      bytes_sent_.store(bytes_);
+      write_started_ns_.store(Clock::now().time_since_epoch().count());
       StartWrite(&buf_);
     }
   }
@@ -281,16 +378,51 @@ class StreamReactor : public grpc::ServerWriteReactor<grpc::ByteBuffer> {
   grpc::CallbackServerContext* ctx_;
   const char* method_;
   Clock::time_point start_;
-  Req request_;
+  std::string table_;     // set before the stream registers
   grpc::ByteBuffer buf_;  // the message being written; valid until OnWriteDone
   std::uint64_t pending_bytes_ = 0;
   std::uint64_t bytes_ = 0;
   bool holds_slot_ = false;
+  bool registered_ = false;
   bool done_ = false;
   grpc::Status final_;
+  // Read by the watchdog thread: when the write in flight started (steady clock ticks; 0 when
+  // none is), whether the watchdog cancelled the call, and the bytes sent before that write.
+  std::atomic<std::int64_t> write_started_ns_{0};
+  std::atomic<bool> idle_cancelled_{false};
+  std::atomic<std::uint64_t> bytes_sent_{0};
 };
 
-class RowsReactor final : public StreamReactor<v1::StreamRowsRequest, RowsReactor> {
+void Handler::CancelIdleStreams(Clock::time_point now) {
+  const auto timeout = config_.stream_idle_timeout;
+  if (timeout.count() <= 0) return;
+  std::lock_guard<std::mutex> lock(streams_mu_);
+  for (StreamBase* s : streams_) s->CancelIfIdle(now, timeout);
+}
+
+// Admission and parsing of a streaming request of type `Req`.
+template <typename Req>
+class StreamReactor : public StreamBase {
+ public:
+  using StreamBase::StreamBase;
+
+ protected:
+  // Runs admission and parsing; true when the derived class may open its stream.
+  bool Begin(const grpc::ByteBuffer* raw) {
+    Status st = h_->Admit(ctx_);
+    if (st.ok()) st = ParseRequest(raw, method_, &request_);
+    table_ = TableOf(request_);
+    if (!st.ok()) {
+      FinishWith(st);
+      return false;
+    }
+    return AcquireSlot();
+  }
+
+  Req request_;
+};
+
+class RowsReactor final : public StreamReactor<v1::StreamRowsRequest> {
  public:
   RowsReactor(Handler* h, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw)
       : StreamReactor(h, ctx, "StreamRows") {
@@ -304,7 +436,7 @@ class RowsReactor final : public StreamReactor<v1::StreamRowsRequest, RowsReacto
     Pump();
   }
 
-  Status Fill(grpc::ByteBuffer* buf, std::uint64_t* payload_bytes) {
+  Status Fill(grpc::ByteBuffer* buf, std::uint64_t* payload_bytes) override {
     EMBSTORE_ASSIGN_OR_RETURN(auto next, stream_->Next());
     if (!next.has_value()) {
       done_ = true;
@@ -323,7 +455,7 @@ class RowsReactor final : public StreamReactor<v1::StreamRowsRequest, RowsReacto
   std::unique_ptr<RowStream> stream_;
 };
 
-class KeysReactor final : public StreamReactor<v1::StreamKeysRequest, KeysReactor> {
+class KeysReactor final : public StreamReactor<v1::StreamKeysRequest> {
  public:
   KeysReactor(Handler* h, grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* raw)
       : StreamReactor(h, ctx, "StreamKeys") {
@@ -337,7 +469,7 @@ class KeysReactor final : public StreamReactor<v1::StreamKeysRequest, KeysReacto
     Pump();
   }
 
-  Status Fill(grpc::ByteBuffer* buf, std::uint64_t* payload_bytes) {
+  Status Fill(grpc::ByteBuffer* buf, std::uint64_t* payload_bytes) override {
     EMBSTORE_ASSIGN_OR_RETURN(auto next, stream_->Next());
     if (!next.has_value()) {
       done_ = true;
@@ -423,6 +555,13 @@ class GrpcServer final : public Server {
     for (const auto& t : config_.auth_tokens) {
       if (t.empty()) return Status::InvalidArgument("an empty bearer token is not allowed");
     }
+    if (config_.max_transport_memory_bytes > 0 &&
+        config_.max_transport_memory_bytes < config_.max_receive_message_bytes) {
+      return Status::InvalidArgument("transport memory limit " +
+                                     std::to_string(config_.max_transport_memory_bytes) +
+                                     " is smaller than the largest request accepted, " +
+                                     std::to_string(config_.max_receive_message_bytes) + " bytes");
+    }
 
     CatalogOptions co;
     co.dir = config_.store_dir;
@@ -483,6 +622,14 @@ class GrpcServer final : public Server {
     builder.RegisterService(handler_.get());
     builder.SetMaxReceiveMessageSize(
         static_cast<int>(std::min<std::uint64_t>(config_.max_receive_message_bytes, INT32_MAX)));
+    if (config_.max_transport_memory_bytes > 0) {
+      // gRPC checks the receive limit only once a request has arrived whole, so without a quota
+      // every client could make the server buffer a request of any size. Over the quota, gRPC
+      // closes idle connections and then cancels calls (RESOURCE_EXHAUSTED) to get back under.
+      grpc::ResourceQuota quota("embstore");
+      quota.Resize(static_cast<std::size_t>(config_.max_transport_memory_bytes));
+      builder.SetResourceQuota(quota);
+    }
     const auto& ka = config_.keepalive;
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(ka.time_ms));
     builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(ka.timeout_ms));
@@ -516,6 +663,7 @@ class GrpcServer final : public Server {
     health->SetServingStatus(true);
     health->SetServingStatus(kServiceName, true);
 
+    housekeeper_ = std::thread([this] { Housekeep(); });
     if (!config_.metrics_listen.empty()) EMBSTORE_RETURN_NOT_OK(StartMetrics());
     Log(LogLevel::kInfo, "listening",
         {{"addresses", addresses_},
@@ -553,19 +701,32 @@ class GrpcServer final : public Server {
       shutdown_started_ = true;
     }
     if (server_ != nullptr) {
-      // Let calls in flight finish within the grace period. gRPC's own Shutdown(deadline) would
-      // also wait for idle client connections to go away, which trainers keep open for hours, so
-      // the wait for calls is done here and gRPC is then told to stop at once: it cancels
-      // whatever is still running (their reactors finish with CANCELLED) and closes connections.
+      // Let calls in flight finish within the grace period. gRPC's own Shutdown(deadline) also
+      // waits until every client connection is gone, and a client may keep an idle one open, so
+      // the wait for calls is done here. When they all ended, gRPC gets a short deadline to
+      // close connections gracefully (GOAWAY; clients close idle connections at once): a call
+      // ends on the server before its last frames have left, and closing the sockets under them
+      // (or exiting) resets the connection, and the client sees UNAVAILABLE instead of OK.
+      // Otherwise, or when that deadline passes, gRPC cancels whatever is still running (their
+      // reactors finish with CANCELLED) and closes connections at once.
       const auto deadline = Clock::now() + grace;
-      while (handler_->in_flight() > 0 && Clock::now() < deadline) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      const bool all_ended = handler_->WaitForNoCalls(deadline);
+      auto stop_at = std::chrono::system_clock::now();
+      if (all_ended) {
+        stop_at += std::min<Clock::duration>(deadline - Clock::now(), kConnectionCloseWait);
       }
-      server_->Shutdown(std::chrono::system_clock::now());
+      server_->Shutdown(stop_at);
     }
+    {
+      std::lock_guard<std::mutex> lock(housekeeping_mu_);
+      stop_housekeeping_ = true;
+    }
+    housekeeping_cv_.notify_all();
+    if (housekeeper_.joinable()) housekeeper_.join();
     if (http_) http_->stop();
     if (http_thread_.joinable()) http_thread_.join();
     if (catalog_) catalog_->StopWatching();
+    if (handler_) handler_->LogSuppressed(/*all=*/true);
     Log(LogLevel::kInfo, "stopped", nullptr);
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -586,9 +747,50 @@ class GrpcServer final : public Server {
     return s;
   }
 
+  // The server's periodic chores, on one thread: cancelling streams whose client stopped
+  // taking data, reporting the counts of suppressed log lines, and giving freed heap memory
+  // back to the kernel (about once a second). Runs until Shutdown.
+  void Housekeep() {
+    const auto idle = config_.stream_idle_timeout;
+    // Often enough that a stalled stream is cancelled within a quarter of the timeout after it
+    // expires.
+    const auto period = idle.count() > 0 ? std::clamp(idle / 4, std::chrono::milliseconds(10),
+                                                      std::chrono::milliseconds(1000))
+                                         : std::chrono::milliseconds(1000);
+    HeapTrimmer trimmer(kHeapTrimThreshold);
+    auto next_trim = Clock::now();
+    std::unique_lock<std::mutex> lock(housekeeping_mu_);
+    while (!housekeeping_cv_.wait_for(lock, period, [this] { return stop_housekeeping_; })) {
+      lock.unlock();
+      const auto now = Clock::now();
+      handler_->CancelIdleStreams(now);
+      handler_->LogSuppressed(/*all=*/false);
+      if (now >= next_trim) {
+        next_trim = now + std::chrono::seconds(1);
+        const std::uint64_t released = trimmer.MaybeTrim();
+        if (released > 0) {
+          Log(LogLevel::kDebug, "heap trimmed", {{"released_bytes", released}});
+        }
+      }
+      lock.lock();
+    }
+  }
+
+  // At most this long (and never past the grace period) connections may take to close once
+  // every call has ended.
+  static constexpr std::chrono::seconds kConnectionCloseWait{1};
+
+  // Free heap memory below this is left to glibc (it is reused soon enough).
+  static constexpr std::uint64_t kHeapTrimThreshold = 16u << 20;
+
   Status StartMetrics() {
     EMBSTORE_ASSIGN_OR_RETURN(auto hp, SplitHostPort(config_.metrics_listen, "metrics address"));
     http_ = std::make_unique<httplib::Server>();
+    // One request per connection. httplib's stop() waits for every connection thread, and a
+    // kept-alive connection (Prometheus keeps them) would hold the shutdown for up to the
+    // keep-alive timeout; a connection opened but still silent holds it for up to this timeout.
+    http_->set_keep_alive_max_count(1);
+    http_->set_keep_alive_timeout(1);
     Metrics* m = &metrics_;
     http_->Get("/metrics", [m](const httplib::Request&, httplib::Response& res) {
       res.set_content(m->RenderPrometheus(), "text/plain; version=0.0.4; charset=utf-8");
@@ -618,6 +820,10 @@ class GrpcServer final : public Server {
   std::unique_ptr<httplib::Server> http_;
   std::thread http_thread_;
   int metrics_port_ = 0;
+  std::thread housekeeper_;
+  std::mutex housekeeping_mu_;
+  std::condition_variable housekeeping_cv_;
+  bool stop_housekeeping_ = false;
 
   std::mutex mu_;
   std::condition_variable done_cv_;

@@ -8,8 +8,11 @@
 #include <chrono>
 #include <cstdlib>
 #include <filesystem>
+#include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 
+#include "embstore/server/log.h"
 #include "embstore/server/server.h"
 #include "embstore/store/checksum.h"
 #include "embstore/v1/embstore.grpc.pb.h"
@@ -479,6 +482,43 @@ TEST_F(ServerTest, BearerTokenIsRequiredWhenConfigured) {
   EXPECT_EQ(testing::HealthStatus(channel_, ""), 1);  // probes need no token
 }
 
+TEST_F(ServerTest, RepeatedFailuresOfOneClientLogOneLineAndACount) {
+  config_.auth_tokens = {"tok"};
+  config_.log_level = "warn";
+  config_.log_repeat_interval = std::chrono::hours(1);  // the whole test is one interval
+  std::mutex mu;
+  std::vector<nlohmann::json> lines;
+  SetLogSink([&](std::string_view line) {
+    std::lock_guard<std::mutex> lock(mu);
+    lines.push_back(nlohmann::json::parse(line));
+  });
+  struct RestoreStderr {
+    ~RestoreStderr() { SetLogSink(nullptr); }
+  } restore;
+  Start();
+  constexpr int kCalls = 10000;
+  for (int i = 0; i < kCalls; ++i) {
+    grpc::ClientContext ctx;
+    v1::ListTablesResponse resp;
+    ASSERT_EQ(stub_->ListTables(&ctx, {}, &resp).error_code(), grpc::StatusCode::UNAUTHENTICATED);
+  }
+  server_->Shutdown(std::chrono::milliseconds(0));  // reports the counts not yet reported
+  std::lock_guard<std::mutex> lock(mu);
+  std::vector<nlohmann::json> rpc, summaries;
+  for (const auto& l : lines) {
+    if (l["msg"] == "rpc") rpc.push_back(l);
+    if (l["msg"] == "similar lines suppressed") summaries.push_back(l);
+  }
+  ASSERT_EQ(rpc.size(), 1u) << rpc.size() << " rpc lines";
+  EXPECT_EQ(rpc[0]["code"], "UNAUTHENTICATED");
+  EXPECT_EQ(rpc[0]["method"], "ListTables");
+  ASSERT_EQ(summaries.size(), 1u);
+  EXPECT_EQ(summaries[0]["suppressed"], kCalls - 1);
+  EXPECT_EQ(summaries[0]["level"], "warn");
+  const std::string key = summaries[0]["key"];
+  EXPECT_NE(key.find("UNAUTHENTICATED ListTables ipv4:127.0.0.1"), std::string::npos) << key;
+}
+
 TEST_F(ServerTest, ConcurrentStreamLimitIsResourceExhausted) {
   TableSpec big{.rows = 100000,
                 .dim = 64,
@@ -503,6 +543,47 @@ TEST_F(ServerTest, ConcurrentStreamLimitIsResourceExhausted) {
       [&] { return Metrics().find("embstore_active_streams 0\n") != std::string::npos; }));
   grpc::ClientContext ctx3;
   EXPECT_TRUE(PullAll(*stub_, RowsReq("words"), &ctx3).status.ok());
+}
+
+TEST_F(ServerTest, StreamsWhoseClientStoppedReadingAreCancelledAndFreeTheirSlots) {
+  TableSpec big{.rows = 100000,
+                .dim = 64,
+                .dtype = store::DType::kF32,
+                .with_keys = false,
+                .block_rows = 0,
+                .salt = 0};
+  ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
+  config_.max_concurrent_streams = 2;
+  config_.stream_idle_timeout = std::chrono::milliseconds(200);
+  Start();
+  // Two clients take every slot, read one chunk each and stop: the server's writes stall on
+  // flow control (25 MB each, more than the connection's windows).
+  struct Stalled {
+    grpc::ClientContext ctx;
+    std::unique_ptr<grpc::ClientReader<v1::RowChunk>> reader;
+  };
+  Stalled stalled[2];
+  for (auto& s : stalled) {
+    s.reader = stub_->StreamRows(&s.ctx, RowsReq("big"));
+    v1::RowChunk c;
+    ASSERT_TRUE(s.reader->Read(&c));
+  }
+  // Until the timeout, a third stream is refused; after it, the stalled ones are cancelled and a
+  // new stream runs.
+  ASSERT_TRUE(Eventually([&] {
+    grpc::ClientContext ctx;
+    return PullAll(*stub_, RowsReq("words"), &ctx).status.ok();
+  })) << Metrics();
+  for (auto& s : stalled) {
+    v1::RowChunk c;
+    while (s.reader->Read(&c)) {
+    }
+    EXPECT_EQ(s.reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
+  }
+  EXPECT_TRUE(Eventually([&] {
+    return Metrics().find("embstore_requests_total{method=\"StreamRows\",code=\"CANCELLED\"} 2") !=
+           std::string::npos;
+  })) << Metrics();
 }
 
 TEST_F(ServerTest, RequestsOverTheReceiveLimitAreResourceExhausted) {
@@ -540,6 +621,19 @@ TEST_F(ServerTest, MetricsEndpointServesPrometheusText) {
   }
 }
 
+TEST_F(ServerTest, MetricsConnectionsCloseAfterEachResponse) {
+  // A kept-alive scrape connection would hold Shutdown() until httplib's keep-alive timeout.
+  Start();
+  httplib::Client http("127.0.0.1", server_->metrics_port());
+  http.set_keep_alive(true);
+  for (int i = 0; i < 2; ++i) {
+    auto res = http.Get("/metrics");
+    ASSERT_TRUE(res);
+    EXPECT_EQ(res->status, 200);
+    EXPECT_EQ(res->get_header_value("Connection"), "close");
+  }
+}
+
 TEST_F(ServerTest, ServesOnAUnixSocketAsWell) {
   const std::string sock = dir_.File("srv.sock");
   config_.listen = {"127.0.0.1:0", "unix:" + sock};
@@ -567,6 +661,11 @@ TEST_F(ServerTest, RefusesToStartOnBadConfiguration) {
   c = config_;
   c.listen = {"256.1.1.1:99999"};
   EXPECT_FALSE(Server::Start(c).ok());
+  c = config_;
+  c.max_transport_memory_bytes = c.max_receive_message_bytes - 1;  // no request would fit
+  Status st = Server::Start(c).status();
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("transport memory limit"), std::string::npos) << st.message();
 }
 
 // TLS with a throwaway CA, server and client certificates made by the openssl tool.

@@ -28,15 +28,16 @@ inline std::string FromBuffer(const grpc::ByteBuffer& bb) {
   return out;
 }
 
-// One unary call with raw request bytes.
+// One unary call with raw request bytes (a ByteBuffer shares its slices: large requests can be
+// sent many times from one copy).
 inline std::pair<grpc::Status, std::string> GenericUnary(
     const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
-    const std::string& request) {
+    const grpc::ByteBuffer& request) {
   grpc::GenericStub stub(channel);
   grpc::CompletionQueue cq;
   grpc::ClientContext ctx;
   ctx.set_deadline(std::chrono::system_clock::now() + std::chrono::seconds(20));
-  auto call = stub.PrepareUnaryCall(&ctx, method, ToBuffer(request), &cq);
+  auto call = stub.PrepareUnaryCall(&ctx, method, request, &cq);
   call->StartCall();
   grpc::ByteBuffer response;
   grpc::Status status;
@@ -48,6 +49,12 @@ inline std::pair<grpc::Status, std::string> GenericUnary(
   while (cq.Next(&tag, &ok)) {
   }
   return {status, FromBuffer(response)};
+}
+
+inline std::pair<grpc::Status, std::string> GenericUnary(
+    const std::shared_ptr<grpc::Channel>& channel, const std::string& method,
+    const std::string& request) {
+  return GenericUnary(channel, method, ToBuffer(request));
 }
 
 // Sends one message on a streaming call, half-closes, and collects every response.

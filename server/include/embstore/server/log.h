@@ -9,6 +9,7 @@
 #ifndef EMBSTORE_SERVER_LOG_H_
 #define EMBSTORE_SERVER_LOG_H_
 
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <string_view>
 
@@ -24,6 +25,11 @@ bool LogEnabled(LogLevel level);
 
 // `fields` must be a JSON object (or null); its members are added to the line.
 void Log(LogLevel level, std::string_view msg, const nlohmann::json& fields = nullptr);
+
+// Hands every line (without its newline) to `sink` instead of writing it to stderr; an empty
+// function restores stderr. For tests that read the log. `sink` may be called from any thread,
+// one line at a time.
+void SetLogSink(std::function<void(std::string_view line)> sink);
 
 }  // namespace embstore::server
 

@@ -47,13 +47,23 @@ struct ServerConfig {
   std::chrono::milliseconds shutdown_grace{10000};  // used by the serve command on a signal
   bool verify_on_load = false;                      // check all checksums before serving a file
   ServiceOptions service;
-  std::uint32_t max_concurrent_streams = 256;          // StreamRows + StreamKeys over all clients
+  std::uint32_t max_concurrent_streams = 256;  // StreamRows + StreamKeys over all clients
+  // A stream whose next message the client has not taken for this long is cancelled and its
+  // slot freed (a client that stopped reading). 0: never.
+  std::chrono::milliseconds stream_idle_timeout{60000};
   std::uint64_t max_receive_message_bytes = 4u << 20;  // largest request accepted
+  // Memory gRPC may take for connections and requests being received, over all clients (a
+  // gRPC resource quota). gRPC reads a request whole before it checks the receive limit, so
+  // this bounds what a flood of oversized requests costs. 0: no bound.
+  std::uint64_t max_transport_memory_bytes = 128u << 20;
   KeepaliveConfig keepalive;
   TlsConfig tls;
   // Bearer tokens accepted in the "authorization: Bearer <token>" metadata. Empty: no auth.
   std::vector<std::string> auth_tokens;
   std::string log_level = "info";
+  // Failed calls of one client (address), method and status code write at most one `rpc` line
+  // per this interval; the lines dropped are counted (docs/SERVING.md, "Logs"). 0: every line.
+  std::chrono::milliseconds log_repeat_interval{10000};
 };
 
 // Reads a JSON configuration file into `config` (docs/SERVING.md, "Configuration file"). Keys

@@ -1,0 +1,58 @@
+#include "heap_trim.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
+
+namespace embstore::server {
+namespace {
+
+#if defined(__GLIBC__)
+// Anonymous resident bytes not accounted for by malloc's allocations: free heap pages still
+// resident, plus a little that is not the heap at all (thread stacks); only its growth matters.
+std::uint64_t FreeResidentHeap() {
+  const std::uint64_t anon = AnonymousRssBytes();
+  const struct mallinfo2 mi = ::mallinfo2();
+  const std::uint64_t used = mi.uordblks + mi.hblkhd;  // handed out, from the arenas and by mmap
+  return anon > used ? anon - used : 0;
+}
+#endif
+
+}  // namespace
+
+std::uint64_t AnonymousRssBytes() {
+  // /proc/self/statm: size resident shared text lib data dt, in pages; "shared" counts the
+  // file-backed and shared-memory pages, so resident - shared is the anonymous RSS.
+  std::FILE* f = std::fopen("/proc/self/statm", "r");
+  if (f == nullptr) return 0;
+  unsigned long long size = 0, resident = 0, shared = 0;
+  const int n = std::fscanf(f, "%llu %llu %llu", &size, &resident, &shared);
+  std::fclose(f);
+  if (n != 3 || resident < shared) return 0;
+  return (resident - shared) * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE));
+}
+
+std::uint64_t HeapTrimmer::MaybeTrim() {
+#if defined(__GLIBC__)
+  const std::uint64_t free_before = FreeResidentHeap();
+  if (free_before < baseline_ + threshold_) {
+    if (free_before < baseline_) baseline_ = free_before;
+    return 0;
+  }
+  const std::uint64_t anon_before = AnonymousRssBytes();
+  ::malloc_trim(0);
+  const std::uint64_t anon_after = AnonymousRssBytes();
+  // What stays free but resident (pieces smaller than a page) is not worth another trim until
+  // the heap grows again.
+  baseline_ = FreeResidentHeap();
+  return anon_before > anon_after ? anon_before - anon_after : 0;
+#else
+  return 0;
+#endif
+}
+
+}  // namespace embstore::server
