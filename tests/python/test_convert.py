@@ -456,3 +456,47 @@ def test_every_forced_kernel_writes_the_same_table(embstore_bin, tmp_path):
             tables[kernel, dtype] = np.asarray(read_table(dst)[0]).tobytes()
     for dtype in ["f32", "f16", "bf16"]:
         assert tables["scalar", dtype] == tables["avx2", dtype] == tables["avx512", dtype]
+
+
+# --- Whitespace np.loadtxt splits on, control bytes, and what detection reports -----------------
+
+@pytest.mark.parametrize("space,name", [
+    ("\v", "U+000B"), ("\f", "U+000C"), ("\x1f", "U+001F"), ("\u00a0", "U+00A0"),
+    ("\u2003", "a Unicode space"), ("\u3000", "U+3000"), ("\u202f", "U+202F")])
+def test_whitespace_loadtxt_splits_on_is_refused_by_name(embstore_bin, tmp_path, space, name):
+    src = write(tmp_path / "m.txt", f"1{space}2 3\n4 5 6\n")
+    assert np.loadtxt(src).shape == (2, 3)  # numpy splits on it
+    out = convert(embstore_bin, src, tmp_path / "m.emb")
+    assert out.returncode == 1
+    assert "m.txt:1:1:" in out.stderr and name in out.stderr, out.stderr
+    assert "replace it with a space" in out.stderr
+    # The character is shown escaped, never as a look-alike space.
+    assert space not in out.stderr
+    # The same on a later line, where the parser finds it.
+    src = write(tmp_path / "n.txt", f"1 2 3\n4{space}5 6\n")
+    out = convert(embstore_bin, src, tmp_path / "n.emb")
+    assert out.returncode == 1 and "n.txt:2:" in out.stderr and name in out.stderr, out.stderr
+    assert leftovers(tmp_path) == []
+
+
+def test_nul_byte_in_matrix_text_is_a_bad_number_on_its_line(embstore_bin, tmp_path):
+    src = write(tmp_path / "m.txt", b"1 2\n3\x004\n")
+    out = convert(embstore_bin, src, tmp_path / "m.emb")
+    assert out.returncode == 1
+    assert "m.txt:2:1: '3\\x004' is not a number" in out.stderr, out.stderr
+
+
+def test_word2vec_header_with_rows_of_the_wrong_width_names_the_header(embstore_bin, tmp_path):
+    src = write(tmp_path / "w.vec", "2 3\na 1 2\nb 1 2\n")
+    out = convert(embstore_bin, src, tmp_path / "w.emb")
+    assert out.returncode == 1
+    assert "w.vec:2:6: row has 2 values, expected 3 (from the header on line 1)" in out.stderr, \
+        out.stderr
+
+
+def test_failed_binary_detection_says_what_was_detected(embstore_bin, tmp_path):
+    src = write(tmp_path / "t.bin", b"2 3\nab \x00\x00")
+    out = convert(embstore_bin, src, tmp_path / "t.emb")
+    assert out.returncode == 1
+    assert "detected word2vec-binary: line 1 '2 3' is a word2vec header" in out.stderr
+    assert "use --format" in out.stderr

@@ -69,12 +69,72 @@ constexpr std::size_t kSnippetBytes = 60;
 // Quotes text for a message: printable ASCII and valid UTF-8 as is, quotes and backslashes
 // escaped, every other byte as \xNN (so a message is always valid UTF-8); cut after about
 // kSnippetBytes, never inside a character.
+// Whitespace that np.loadtxt (and Python's str.split) separates fields on, but that is neither a
+// space nor a tab: \v, \f, the ASCII separators 0x1c-0x1f, and Unicode spaces in UTF-8. Returns
+// its length in bytes at s[i] (0 if none) and its name.
+std::size_t ExoticSpaceAt(std::string_view s, std::size_t i, const char** name) {
+  struct Space {
+    const char* bytes;
+    const char* name;
+  };
+  static const Space kSpaces[] = {
+      {"\v", "U+000B LINE TABULATION (\\v)"},   {"\f", "U+000C FORM FEED (\\f)"},
+      {"\x1c", "U+001C FILE SEPARATOR"},        {"\x1d", "U+001D GROUP SEPARATOR"},
+      {"\x1e", "U+001E RECORD SEPARATOR"},      {"\x1f", "U+001F UNIT SEPARATOR"},
+      {"\xc2\x85", "U+0085 NEXT LINE"},         {"\xc2\xa0", "U+00A0 NO-BREAK SPACE"},
+      {"\xe1\x9a\x80", "U+1680 OGHAM SPACE MARK"}, {"\xe2\x80\xa8", "U+2028 LINE SEPARATOR"},
+      {"\xe2\x80\xa9", "U+2029 PARAGRAPH SEPARATOR"},
+      {"\xe2\x80\xaf", "U+202F NARROW NO-BREAK SPACE"},
+      {"\xe2\x81\x9f", "U+205F MEDIUM MATHEMATICAL SPACE"},
+      {"\xe3\x80\x80", "U+3000 IDEOGRAPHIC SPACE"},
+  };
+  for (const Space& sp : kSpaces) {
+    std::string_view b(sp.bytes);
+    if (s.substr(i, b.size()) == b) {
+      *name = sp.name;
+      return b.size();
+    }
+  }
+  // U+2000 .. U+200A: EN QUAD .. HAIR SPACE.
+  if (i + 3 <= s.size() && s[i] == '\xe2' && s[i + 1] == '\x80' &&
+      static_cast<unsigned char>(s[i + 2]) >= 0x80 && static_cast<unsigned char>(s[i + 2]) <= 0x8a) {
+    *name = "a Unicode space (U+2000 to U+200A)";
+    return 3;
+  }
+  return 0;
+}
+
+// " (column C holds NAME, which np.loadtxt splits fields on but embstore convert does not: ...)"
+// when `line` holds such whitespace, else empty. Added to errors about that line.
+std::string ExoticSpaceNote(std::string_view line) {
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char* name = nullptr;
+    if (ExoticSpaceAt(line, i, &name) != 0) {
+      return "; column " + std::to_string(i + 1) + " holds " + name +
+             ", which np.loadtxt treats as a field separator but embstore convert does not "
+             "(fields are separated by spaces and tabs, or --delimiter): replace it with a space";
+    }
+  }
+  return "";
+}
+
 std::string Quote(std::string_view s) {
   static const char* kHex = "0123456789abcdef";
   std::string out = "'";
   std::size_t i = 0;
   while (i < s.size() && i < kSnippetBytes) {
     auto c = static_cast<unsigned char>(s[i]);
+    const char* space_name = nullptr;
+    if (std::size_t n = ExoticSpaceAt(s, i, &space_name); n > 1) {
+      // A Unicode space prints like a space; show its code point instead.
+      std::uint32_t cp = n == 2 ? ((c & 0x1f) << 6) | (s[i + 1] & 0x3f)
+                                : ((c & 0x0f) << 12) | ((s[i + 1] & 0x3f) << 6) | (s[i + 2] & 0x3f);
+      char buf[12];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+      i += n;
+      continue;
+    }
     if (c >= 0x80) {
       std::size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
       std::size_t bad = 0;
@@ -301,7 +361,13 @@ Result<ConvertStats> Converter::Run() {
   stats_.kernel = convert::ActiveKernel().name;
   EMBSTORE_RETURN_NOT_OK(CreateWriter());
   if (format_ == InputFormat::kWord2VecBinary) {
-    EMBSTORE_RETURN_NOT_OK(RunBinary());
+    Status st = RunBinary();
+    if (!st.ok() && o_.format == InputFormat::kAuto && st.code() == StatusCode::kCorruption) {
+      // Say what was detected and why, so a text file taken for binary is recognizable.
+      return Status::Corruption(st.message() + " (" + stats_.format_note +
+                                "; use --format if the input is something else)");
+    }
+    EMBSTORE_RETURN_NOT_OK(st);
   } else {
     EMBSTORE_RETURN_NOT_OK(RunTextPipeline());
   }
@@ -378,7 +444,21 @@ Status Converter::Sniff(std::string_view line, const char* after) {
         auto c = static_cast<unsigned char>(*q);
         binary = (c < 0x20 && c != '\t' && c != '\n' && c != '\r') || c == 0x7f;
       }
-      bool text_row = next_fields.size() == hd + 1;
+      if (binary) {
+        // A binary row starts with a token that ends at a space, before any line break; text
+        // with a stray control byte (a NUL in a matrix, say) does not look like that.
+        const char* q = after;
+        while (q < end && (*q == '\n' || *q == '\r')) ++q;
+        const char* tok = q;
+        while (q < end && *q != ' ' && *q != '\n' && *q != '\r' &&
+               static_cast<unsigned char>(*q) >= 0x20) {
+          ++q;
+        }
+        binary = q < end && *q == ' ' && q > tok;
+      }
+      // A token followed by numbers: word2vec text, even when the count of numbers disagrees with
+      // the header (the parser then says so, naming the line, instead of falling back to matrix).
+      bool text_row = next_fields.size() >= 2 && !IsNumber(next_fields[0]);
       for (std::size_t i = 1; text_row && i < next_fields.size(); ++i) {
         text_row = IsNumber(next_fields[i]);
       }
@@ -396,6 +476,24 @@ Status Converter::Sniff(std::string_view line, const char* after) {
         note = "lines of numbers";
       }
     } else {
+      // Fields separated by whitespace that np.loadtxt accepts but this parser does not (\v,
+      // U+00A0, ...): say so now, instead of detecting a token and failing on a later line.
+      if (delimiter_ == 0) {
+        std::string spaced;
+        for (std::size_t i = 0; i < line.size();) {
+          const char* name = nullptr;
+          std::size_t n = ExoticSpaceAt(line, i, &name);
+          spaced += n ? ' ' : line[i];
+          i += n ? n : 1;
+        }
+        auto fields = SplitFields(spaced, 0, comments_);
+        bool all = spaced != line && !fields.empty();
+        for (auto f : fields) all = all && IsNumber(f);
+        if (all) {
+          return Status::Corruption(Where(line_no, 1) + ": " + Quote(line) +
+                                    " is not a row of numbers" + ExoticSpaceNote(line));
+        }
+      }
       char delim = delimiter_;
       if (delim == 0 && line.find(',') != std::string_view::npos) {
         auto comma = SplitFields(line, ',', comments_);
@@ -503,7 +601,7 @@ Status Converter::ChunkError(const Chunk& chunk, const ChunkResult& r) {
   switch (e.kind) {
     case ErrorKind::kBadNumber:
       return Status::Corruption(where + ": " + Quote(tok) + " is not a number (line " +
-                                Quote(whole_line) + ")");
+                                Quote(whole_line) + ")" + ExoticSpaceNote(whole_line));
     case ErrorKind::kEmptyField:
       return Status::Corruption(where + ": empty field (expected a number between delimiters) " +
                                 "in line " + Quote(whole_line));
@@ -511,7 +609,8 @@ Status Converter::ChunkError(const Chunk& chunk, const ChunkResult& r) {
     case ErrorKind::kTooManyValues:
       return Status::Corruption(where + ": row has " + std::to_string(e.found) +
                                 " values, expected " + std::to_string(stats_.dim) + " (from " +
-                                dim_src + "): " + Quote(whole_line));
+                                dim_src + "): " + Quote(whole_line) +
+                                ExoticSpaceNote(whole_line));
     case ErrorKind::kOverflow:
       return Status::Corruption(where + ": " + Quote(tok) + " is out of range for " +
                                 std::string(DTypeName(o_.dtype)) +
