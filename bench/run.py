@@ -21,6 +21,7 @@ On the same generated data (the seed's 938,280 x 128 float32 matrix, as np.savet
                client with 1..N streams, local path vs memcpy), the Python client with 1..N
                streams, and Arrow Flight (pyarrow.flight do_get of the same matrix)
   seed         bench/tf_graph_bench.py: tf.constant vs embstore into a TF1 variable, checkpointed
+  lookup       bench/lookup_bench.py: 100,000 random keys, verified and not, file and server
 
 and writes results.json (with the machine's description and load averages), PNG plots, and the
 report docs/benchmarks.md (with --report-dir). Speed is never asserted: the report prints ratios
@@ -52,7 +53,7 @@ import convert_baselines as cb  # noqa: E402  (shared helpers: measured(), run_b
 # Rows of the word2vec-form file gensim and embstore both read (see main()).
 GENSIM_ROWS = 100_000
 
-PHASES = ["micro", "conversion", "scaling", "local", "serving", "seed"]
+PHASES = ["micro", "conversion", "scaling", "local", "serving", "seed", "lookup"]
 
 
 # ---- helpers ------------------------------------------------------------------------------------
@@ -496,6 +497,12 @@ def phase_serving(ctx):
         srv.terminate()
         srv.wait(timeout=30)
     return res
+
+
+def phase_lookup(ctx):
+    import lookup_bench
+    return lookup_bench.measure(ctx.build, ctx.work, ctx.rows,
+                                10_000 if ctx.quick else lookup_bench.DEFAULT_KEYS)
 
 
 def phase_seed(ctx):
@@ -1006,6 +1013,17 @@ def write_report(results, path, img_rel):
                      f"{r['checkpoint_bytes'] / 2**20:.0f} MiB | "
                      f"{r['peak_rss_bytes'] / 2**30:.2f} GiB |")
         L.append("")
+    lookup = results.get("lookup")
+    if lookup:
+        import lookup_bench
+        L += [f"### Verified key lookups: {lookup['keys']:,} random keys, "
+              f"{lookup['rows']:,} x 128 f32 table", "",
+              "A lookup never returns a row from a block that fails its checksum: the first "
+              "lookup on a mapping checks the key tensors and every block it touches, later "
+              "ones skip blocks already checked (docs/FORMAT.md). Each case is a fresh process; "
+              "page cache warm" + (f"; measured at commit `{lookup['commit']}`"
+                                   if lookup.get("commit") else "") + ".", ""]
+        L += lookup_bench.markdown(lookup) + [""]
     micro = results.get("micro")
     if micro:
         L += ["### Micro-benchmarks (one thread, bytes of input per second)", "",
