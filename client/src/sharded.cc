@@ -71,7 +71,7 @@ Result<ShardManifest> ParseShardManifest(std::string_view text, const std::strin
   try {
     doc = json::parse(text.begin(), text.end(), /*cb=*/nullptr, /*allow_exceptions=*/true,
                       /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
     return bad(std::string("not valid JSON: ") + e.what());
   }
   if (!doc.is_object()) return bad("the top level must be a JSON object");

@@ -79,7 +79,7 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
   json j;
   try {
     j = json::parse(in, nullptr, true, /*ignore_comments=*/true);
-  } catch (const json::parse_error& e) {
+  } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
     return Status::InvalidArgument("config file " + path + ": not valid JSON: " + e.what());
   }
   Reader r(path);

@@ -95,7 +95,7 @@ Result<HeaderContent> ParseHeader(std::string_view json, const std::string& file
   nlohmann::json j;
   try {
     j = nlohmann::json::parse(json.begin(), json.end());
-  } catch (const nlohmann::json::parse_error& e) {
+  } catch (const nlohmann::json::exception& e) {  // parse_error, and out_of_range (1E2006)
     return Bad(file, "JSON does not parse: " + Printable(e.what()));
   }
   if (!j.is_object()) return Bad(file, "the JSON header is not an object");
