@@ -131,3 +131,21 @@ def test_torch_validates_rows_once_for_every_entry_point(srv):
     w = torch.zeros(7, 8, dtype=torch.float16)  # F32 table into a float16 tensor
     embstore.torch.load_into(w, srv.tcp, "kw", rows=slice(20, 27), local=False)
     np.testing.assert_array_equal(w.float().numpy(), expected_matrix(300, 8)[20:27])
+
+
+def test_bad_table_names_are_the_same_error_from_a_store_directory_and_a_server(srv):
+    for source in (str(srv.store), srv.unix):
+        for name, why in [("a\0b", "contains a NUL byte"), ("../x", "starts with '.'"),
+                          ("a/b", "contains '/'"), ("", "empty")]:
+            with pytest.raises(embstore.errors.InvalidArgumentError, match=why):
+                embstore.load(source, name)
+
+
+def test_a_header_byte_that_is_not_utf8_is_a_corruption_error(make_table_bin, tmp_path):
+    path = write_table(make_table_bin, tmp_path / "t.emb", 10, 4)
+    data = bytearray(path.read_bytes())
+    at = data.index(b"embstore-table")
+    data[at:at + 2] = b"\xff\xfe"
+    path.write_bytes(bytes(data))
+    with pytest.raises(embstore.errors.CorruptionError, match=r"t\.emb.*\\xff"):
+        embstore.load(str(path))
