@@ -557,33 +557,39 @@ TEST_F(ServerTest, StreamsWhoseClientStoppedReadingAreCancelledAndFreeTheirSlots
   config_.stream_idle_timeout = std::chrono::milliseconds(200);
   Start();
   // Two clients take every slot, read one chunk each and stop: the server's writes stall on
-  // flow control (25 MB each, more than the connection's windows).
+  // flow control (25 MB each, far more than the windows). The stalled clients' connection keeps
+  // gRPC's initial 64 KiB windows (no bandwidth-delay probing), so they stay stalled however fast
+  // or slow the machine is.
+  grpc::ChannelArguments small_windows;
+  small_windows.SetInt("grpc.use_local_subchannel_pool", 1);
+  small_windows.SetInt(GRPC_ARG_HTTP2_BDP_PROBE, 0);
+  auto stalled_stub = v1::EmbStore::NewStub(grpc::CreateCustomChannel(
+      server_->addresses().front(), grpc::InsecureChannelCredentials(), small_windows));
   struct Stalled {
     grpc::ClientContext ctx;
     std::unique_ptr<grpc::ClientReader<v1::RowChunk>> reader;
   };
   Stalled stalled[2];
   for (auto& s : stalled) {
-    s.reader = stub_->StreamRows(&s.ctx, RowsReq("big"));
+    s.reader = stalled_stub->StreamRows(&s.ctx, RowsReq("big"));
     v1::RowChunk c;
     ASSERT_TRUE(s.reader->Read(&c));
   }
   // Until the timeout, a third stream is refused; after it, the stalled ones are cancelled and a
-  // new stream runs.
+  // new stream runs. (Both are waited for before anything reads them again: a stream read
+  // before its own timeout fires would simply finish.)
   ASSERT_TRUE(Eventually([&] {
-    grpc::ClientContext ctx;
-    return PullAll(*stub_, RowsReq("words"), &ctx).status.ok();
+    return Metrics().find("embstore_requests_total{method=\"StreamRows\",code=\"CANCELLED\"} 2") !=
+           std::string::npos;
   })) << Metrics();
+  grpc::ClientContext third;
+  EXPECT_TRUE(PullAll(*stub_, RowsReq("words"), &third).status.ok()) << Metrics();
   for (auto& s : stalled) {
     v1::RowChunk c;
     while (s.reader->Read(&c)) {
     }
     EXPECT_EQ(s.reader->Finish().error_code(), grpc::StatusCode::CANCELLED);
   }
-  EXPECT_TRUE(Eventually([&] {
-    return Metrics().find("embstore_requests_total{method=\"StreamRows\",code=\"CANCELLED\"} 2") !=
-           std::string::npos;
-  })) << Metrics();
 }
 
 TEST_F(ServerTest, RequestsOverTheReceiveLimitAreResourceExhausted) {
