@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "command.h"
+#include "embstore/client/row_source.h"
 #include "embstore/common/atomic_file.h"
 #include "embstore/store/npy.h"
 #include "embstore/store/table.h"
@@ -22,30 +23,32 @@ struct ExportArgs {
   bool verify = true;
 };
 
-Status WriteMatrix(const store::Table& t, const ExportArgs& a) {
+Status WriteMatrix(client::RowSource& src, const ExportArgs& a) {
+  const client::TableDesc& t = src.desc();
   const bool native = a.dtype == "native";
-  if (native && t.dtype() == store::DType::kBF16) {
+  if (native && t.dtype == store::DType::kBF16) {
     return Status::InvalidArgument("'" + a.file +
                                    "' holds BF16, which .npy cannot store; "
                                    "export it with --dtype f32");
   }
-  const bool as_f32 = !native || t.dtype() == store::DType::kF32;
+  const bool as_f32 = !native || t.dtype == store::DType::kF32;
   EMBSTORE_ASSIGN_OR_RETURN(auto out, AtomicFile::Create(a.out, a.force));
-  EMBSTORE_RETURN_NOT_OK(out->Append(store::NpyHeader(as_f32 ? "<f4" : "<f2", t.rows(), t.dim())));
+  EMBSTORE_RETURN_NOT_OK(out->Append(store::NpyHeader(as_f32 ? "<f4" : "<f2", t.rows, t.dim)));
   Progress progress("export " + a.file);
-  // Pieces of about 8 MiB, copied out of the mapping (verified unless --no-verify) and then
-  // written; a file truncated underneath is a clear error, never a crash or a partial output.
-  const std::uint64_t out_row = t.dim() * (as_f32 ? 4 : 2);
-  const std::uint64_t step = std::max<std::uint64_t>(1, (8u << 20) / out_row);
-  const std::uint64_t total = t.rows() * out_row;
+  // Pieces of about 16 MiB, read by the file source (pread, blocks verified in parallel unless
+  // --no-verify) and then written; a file truncated underneath is a clear error, never a crash
+  // or a partial output.
+  const std::uint64_t out_row = t.dim * (as_f32 ? 4 : 2);
+  const std::uint64_t step = std::max<std::uint64_t>(1, (16u << 20) / out_row);
+  const std::uint64_t total = t.rows * out_row;
   std::vector<std::byte> buf;
-  store::CopyOptions copy;
-  copy.to_f32 = as_f32 && t.dtype() != store::DType::kF32;
-  copy.verify = a.verify;
-  for (std::uint64_t r = 0; r < t.rows(); r += step) {
-    std::uint64_t end = std::min(t.rows(), r + step);
+  client::ReadOptions read;
+  read.to_f32 = as_f32 && t.dtype != store::DType::kF32;
+  read.verify = a.verify;
+  for (std::uint64_t r = 0; r < t.rows; r += step) {
+    const std::uint64_t end = std::min(t.rows, r + step);
     buf.resize((end - r) * out_row);
-    EMBSTORE_RETURN_NOT_OK(t.CopyRows(r, end, buf, copy));
+    EMBSTORE_RETURN_NOT_OK(src.CopyRows(r, end, buf, read).status());
     EMBSTORE_RETURN_NOT_OK(out->Append(buf));
     progress.Update(end * out_row, total);
   }
@@ -53,13 +56,20 @@ Status WriteMatrix(const store::Table& t, const ExportArgs& a) {
   return out->Commit();
 }
 
-Status WriteKeys(const store::Table& t, const ExportArgs& a) {
-  if (!t.has_keys()) return Status::InvalidArgument("'" + a.file + "' has no keys to export");
+Status WriteKeys(client::RowSource& src, const ExportArgs& a) {
+  const client::TableDesc& t = src.desc();
+  if (!t.has_keys) return Status::InvalidArgument("'" + a.file + "' has no keys to export");
   EMBSTORE_ASSIGN_OR_RETURN(auto out, AtomicFile::Create(a.keys_out, a.force));
+  // Keys in slices of 64k rows (checked against their checksums by the source).
+  constexpr std::uint64_t kSlice = 65536;
+  std::vector<std::string> keys;
   std::string buf;
-  for (std::uint64_t r = 0; r < t.rows(); ++r) {
-    std::string_view k = t.Key(r);
-    if (k.find('\n') != std::string_view::npos || k.find('\r') != std::string_view::npos) {
+  for (std::uint64_t r = 0; r < t.rows; ++r) {
+    if (r % kSlice == 0) {
+      EMBSTORE_ASSIGN_OR_RETURN(keys, src.Keys(r, std::min(t.rows, r + kSlice)));
+    }
+    const std::string& k = keys[r % kSlice];
+    if (k.find('\n') != std::string::npos || k.find('\r') != std::string::npos) {
       return Status::InvalidArgument("'" + a.file + "': key of row " + std::to_string(r) +
                                      " contains a line break and cannot be written one per line");
     }
@@ -71,7 +81,6 @@ Status WriteKeys(const store::Table& t, const ExportArgs& a) {
     }
   }
   EMBSTORE_RETURN_NOT_OK(out->Append(buf));
-  EMBSTORE_RETURN_NOT_OK(t.CheckIntact());  // the keys were read from the mapping
   return out->Commit();
 }
 
@@ -91,19 +100,20 @@ RunFn RegisterExport(CLI::App& app) {
   sub->add_flag("--verify,!--no-verify", args->verify,
                 "Check every checksum block before writing its rows (default: on)");
   return [args]() {
-    auto opened = store::Table::Open(args->file);
+    auto opened = client::OpenFileSource(args->file);
     if (!opened.ok()) return ReportError("export", opened.status());
-    const store::Table& t = **opened;
+    client::RowSource& src = **opened;
+    const client::TableDesc& t = src.desc();
     // Refuse early when keys were asked for but the table has none, before writing anything.
-    if (!args->keys_out.empty() && !t.has_keys()) {
+    if (!args->keys_out.empty() && !t.has_keys) {
       return ReportError("export",
                          Status::FailedPrecondition("'" + args->file + "' has no keys to export"));
     }
-    Status st = WriteMatrix(t, *args);
-    if (st.ok() && !args->keys_out.empty()) st = WriteKeys(t, *args);
+    Status st = WriteMatrix(src, *args);
+    if (st.ok() && !args->keys_out.empty()) st = WriteKeys(src, *args);
     if (!st.ok()) return ReportError("export", st);
     std::printf("%s: wrote %llu x %llu to %s%s%s\n", args->file.c_str(),
-                static_cast<unsigned long long>(t.rows()), static_cast<unsigned long long>(t.dim()),
+                static_cast<unsigned long long>(t.rows), static_cast<unsigned long long>(t.dim),
                 args->out.c_str(), args->keys_out.empty() ? "" : " and keys to ",
                 args->keys_out.c_str());
     return kExitOk;

@@ -13,6 +13,7 @@
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
 #include "embstore/v1/embstore.grpc.pb.h"
+#include "file_reader.h"
 #include "grpc_util.h"
 
 namespace embstore::client {
@@ -176,27 +177,8 @@ Result<std::uint64_t> Client::OutputBytes(const TableDesc& desc, const LoadOptio
 }
 
 Result<std::shared_ptr<const store::Table>> Client::OpenLocal(const TableDesc& desc) {
-  if (!desc.file)
-    return Status::NotFound("server did not say where table '" + desc.name + "' lives");
-  const FileIdentity& f = *desc.file;
-  struct stat st;
-  if (::stat(f.path.c_str(), &st) != 0) {
-    return Status::NotFound("table file '" + f.path + "' is not reachable from this host");
-  }
-  std::int64_t mtime_ns =
-      static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  if (static_cast<std::uint64_t>(st.st_dev) != f.device ||
-      static_cast<std::uint64_t>(st.st_ino) != f.inode ||
-      static_cast<std::uint64_t>(st.st_size) != f.size || mtime_ns != f.mtime_ns) {
-    return Status::NotFound("'" + f.path +
-                            "' on this host is not the server's file (another host "
-                            "or a newer version)");
-  }
-  EMBSTORE_ASSIGN_OR_RETURN(auto table, store::Table::Open(f.path));
-  if (store::ContentId(*table) != desc.content_id) {
-    return Status::NotFound("'" + f.path + "' changed since the server described it");
-  }
-  return table;
+  EMBSTORE_ASSIGN_OR_RETURN(auto reader, internal::FileReader::OpenServersFile(desc));
+  return reader->shared_table();
 }
 
 namespace {

@@ -15,6 +15,7 @@
 #include <xxhash.h>
 
 #include "chunk_reader.h"
+#include "file_reader.h"
 #include "grpc_util.h"
 
 namespace embstore::client {
@@ -58,7 +59,6 @@ class Loader {
     std::uint64_t begin, end;
   };
 
-  Result<LoadStats> RunLocal(const store::Table& table);
   Status Stream(int index, Part part);
   // Checks a chunk's header against the table: sizes, version, checksum block numbering.
   Status CheckChunk(const internal::RawChunk& c) const;
@@ -98,9 +98,14 @@ int DefaultStreams() {
 Result<LoadStats> Client::Load(const std::string& table, std::span<std::byte> out,
                                const LoadOptions& options) {
   EMBSTORE_ASSIGN_OR_RETURN(TableDesc desc, Describe(table));
+  return LoadDescribed(desc, out, options);
+}
+
+Result<LoadStats> Client::LoadDescribed(const TableDesc& desc, std::span<std::byte> out,
+                                        const LoadOptions& options) {
   EMBSTORE_ASSIGN_OR_RETURN(std::uint64_t need, OutputBytes(desc, options));
   if (out.size() != need) {
-    return Status::InvalidArgument("buffer for table '" + table + "' holds " +
+    return Status::InvalidArgument("buffer for table '" + desc.name + "' holds " +
                                    std::to_string(out.size()) + " bytes, the load needs " +
                                    std::to_string(need));
   }
@@ -126,38 +131,6 @@ void Loader::Place(std::uint64_t first_row, std::span<const std::byte> payload) 
     std::memcpy(out_.data() + (first_row - begin_) * desc_.row_bytes, payload.data(),
                 payload.size());
   }
-}
-
-Result<LoadStats> Loader::RunLocal(const store::Table& table) {
-  LoadStats stats;
-  auto start = Clock::now();
-  // Pieces of about 16 MiB that end on checksum block boundaries, so no block is hashed twice.
-  const std::uint64_t br = desc_.block_rows;
-  const std::uint64_t step = std::max<std::uint64_t>(1, (16u << 20) / (desc_.row_bytes * br)) * br;
-  const std::uint64_t out_row_bytes = o_.to_f32 ? desc_.dim * 4 : desc_.row_bytes;
-  for (std::uint64_t r = begin_; r < end_;) {
-    if (cancel_.cancelled() || (o_.cancel && o_.cancel->cancelled())) {
-      return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
-    }
-    std::uint64_t e = std::min(end_, (r / br) * br + step);
-    store::CopyOptions copy;
-    copy.to_f32 = o_.to_f32 && desc_.dtype != store::DType::kF32;
-    copy.verify = o_.verify;
-    EMBSTORE_RETURN_NOT_OK(table.CopyRows(
-        r, e, out_.subspan((r - begin_) * out_row_bytes, (e - r) * out_row_bytes), copy));
-    done_bytes_ += (e - r) * out_row_bytes;
-    r = e;
-    if (o_.progress && !o_.progress(done_bytes_.load(), out_.size())) {
-      return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
-    }
-  }
-  stats.rows = end_ - begin_;
-  stats.bytes = done_bytes_.load();
-  stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
-  stats.local = true;
-  stats.streams = 0;
-  stats.content_id = desc_.content_id;
-  return stats;
 }
 
 Status Loader::CheckChunk(const internal::RawChunk& c) const {
@@ -405,13 +378,13 @@ Result<LoadStats> Loader::Run() {
   }
 
   if (o_.allow_local) {
-    auto local = client_.OpenLocal(desc_);
+    auto local = internal::FileReader::OpenServersFile(desc_);
     if (local.ok()) {
       if (o_.on_event) {
         o_.on_event(
             {LoadEvent::Kind::kLocal, 0, begin_, "reading " + desc_.file->path + " directly"});
       }
-      return RunLocal(**local);
+      return (*local)->CopyRows(begin_, end_, out_, o_, desc_.name);
     }
   }
 

@@ -354,26 +354,6 @@ Status Table::ReadRowsF32(std::uint64_t begin, std::uint64_t end, std::span<floa
   return CheckIntact();
 }
 
-Status Table::CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
-                       const CopyOptions& options) const {
-  EMBSTORE_ASSIGN_OR_RETURN(auto bytes, RowBytes(begin, end));
-  const std::uint64_t per_row = options.to_f32 ? dim_ * 4 : row_bytes_;
-  if (out.size() != (end - begin) * per_row) {
-    return Status::InvalidArgument("table '" + path_ + "': output holds " +
-                                   std::to_string(out.size()) + " bytes, rows " +
-                                   Range(begin, end) + " need " +
-                                   std::to_string((end - begin) * per_row));
-  }
-  if (options.verify) EMBSTORE_RETURN_NOT_OK(VerifyRows(begin, end));
-  if (options.to_f32) {
-    ConvertToF32(dtype_, bytes,
-                 std::span<float>(reinterpret_cast<float*>(out.data()), out.size() / 4));
-  } else if (!bytes.empty()) {
-    std::memcpy(out.data(), bytes.data(), bytes.size());
-  }
-  return CheckIntact();
-}
-
 Status Table::CheckIntact() const {
   if (guard_ && guard_->poisoned()) {
     return Status::Corruption("'" + path_ + "': part of the file could not be read while it was "

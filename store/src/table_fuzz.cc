@@ -35,11 +35,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     (void)ContentId(t);
     const std::uint64_t rows = t.rows();
     const std::uint64_t probe = rows < 64 ? rows : 64;
-    std::vector<std::byte> out(probe * t.dim() * 4);
-    CopyOptions f32;
-    f32.to_f32 = true;
-    f32.verify = true;
-    (void)t.CopyRows(0, probe, out, f32);
+    std::vector<float> out(probe * t.dim());
+    if (t.VerifyRows(0, probe).ok()) (void)t.ReadRowsF32(0, probe, out);
     std::vector<std::uint64_t> picks;
     for (std::uint64_t r = 0; r < probe; r += 7) picks.push_back(rows - 1 - r);
     std::vector<std::byte> gathered(picks.size() * t.row_bytes());

@@ -166,10 +166,8 @@ TEST(Table, EveryReaderReportsAFileTruncatedUnderItInsteadOfCrashing) {
   ASSERT_TRUE(t->CheckIntact().ok());
   // Rewritten in place (not by rename) while mapped: the file keeps its first 8 KiB.
   ASSERT_EQ(::truncate(path.c_str(), 8192), 0);
-  std::vector<std::byte> out(4000 * 64 * 4);
-  CopyOptions f32;
-  f32.to_f32 = true;
-  Status st = t->CopyRows(0, 4000, out, f32);
+  std::vector<float> out(4000 * 64);
+  Status st = t->ReadRowsF32(0, 4000, out);
   EXPECT_EQ(st.code(), StatusCode::kCorruption);
   EXPECT_NE(st.message().find(path + "': part of the file could not be read while it was mapped"),
             std::string::npos)
@@ -182,29 +180,6 @@ TEST(Table, EveryReaderReportsAFileTruncatedUnderItInsteadOfCrashing) {
   EXPECT_EQ(t->VerifyAll().code(), StatusCode::kCorruption);
   std::vector<float> f(64);
   EXPECT_EQ(t->ReadRowsF32(3999, 4000, f).code(), StatusCode::kCorruption);
-}
-
-TEST(Table, CopyRowsVerifiesWhenAskedAndChecksTheOutputSize) {
-  std::string path = TempDir() + "/t.emb";
-  auto values = RandomMatrix(100, 4, 5);
-  ASSERT_TRUE(WriteTable(path, values, 4, DType::kF32, nullptr, 10).ok());
-  std::uint64_t data_offset = (*Table::Open(path))->data_offset();
-  int fd = ::open(path.c_str(), O_RDWR);
-  unsigned char b = 0;
-  ASSERT_EQ(::pread(fd, &b, 1, data_offset + 57 * 16), 1);
-  b ^= 1;
-  ASSERT_EQ(::pwrite(fd, &b, 1, data_offset + 57 * 16), 1);
-  ::close(fd);
-  auto t = *Table::Open(path);
-  std::vector<std::byte> out(10 * 16);
-  CopyOptions verify;
-  verify.verify = true;
-  EXPECT_TRUE(t->CopyRows(40, 50, out, verify).ok());
-  EXPECT_EQ(std::memcmp(out.data(), values.data() + 40 * 4, out.size()), 0);
-  EXPECT_EQ(t->CopyRows(50, 60, out, verify).code(), StatusCode::kCorruption);
-  EXPECT_TRUE(t->CopyRows(50, 60, out).ok());  // unverified: the caller asked for raw bytes
-  std::vector<std::byte> small(16);
-  EXPECT_EQ(t->CopyRows(0, 2, small).code(), StatusCode::kInvalidArgument);
 }
 
 // Flips one bit of the byte at file offset `off`.

@@ -10,8 +10,8 @@
 //
 // Local fast path: when the server says the table's file is on this host and the client can open
 // the very same file (same device, inode, size, mtime and content id), Load() copies straight from
-// a read-only mapping instead of streaming, and OpenLocal() hands out that mapping for zero-copy
-// use.
+// the file with pread(2) instead of streaming (client/row_source.h says how), and OpenLocal() hands
+// out a read-only mapping of it for zero-copy use.
 //
 // Thread safety: a Client may be used from several threads at once; each Load() uses its own
 // connections. Callbacks in LoadOptions run on the thread that called Load().
@@ -108,28 +108,35 @@ struct LoadEvent {
   std::string message;
 };
 
-struct LoadOptions {
-  std::uint64_t begin_row = 0;
-  std::optional<std::uint64_t> end_row;  // default: the table's last row
-  int streams = 0;                // parallel streams; 0 picks DefaultStreams() (capped by size)
+// How rows are read, whatever the source (Client::Load, RowSource::CopyRows).
+struct ReadOptions {
+  // Parallel streams from a server, or reader threads for a local file; 0 picks DefaultStreams()
+  // (capped by the number of blocks).
+  int streams = 0;
   std::uint64_t chunk_bytes = 0;  // 0: the server's default
   bool to_f32 = false;            // convert F16/BF16 to f32 into the buffer (SIMD)
   bool verify = true;             // check block checksums (always on for streamed chunks)
-  bool allow_local = true;        // use the local fast path when the file is reachable
-  // Whole-load deadline; zero means none. Past it, Load() fails with DeadlineExceeded.
+  // Whole-read deadline; zero means none. Past it, the read fails with DeadlineExceeded.
   std::chrono::milliseconds timeout{0};
   // Consecutive failed attempts of one stream, without progress in between, before giving up.
   int max_attempts = 8;
   std::chrono::milliseconds initial_backoff{100};
   std::chrono::milliseconds max_backoff{5000};
-  // Called once before the load starts and then about ten times a second with (bytes delivered,
-  // bytes total); return false to cancel.
+  // Called once before the read starts and then about ten times a second with (bytes delivered,
+  // bytes total), and once at the end; return false to cancel.
   std::function<bool(std::uint64_t done, std::uint64_t total)> progress;
   std::function<void(const LoadEvent&)> on_event;
   CancelToken* cancel = nullptr;
   // Instrumentation for tests: called on a worker thread after each chunk has been verified and
   // placed, with the stream index and the chunk's first row. Must be thread-safe.
   std::function<void(int stream, std::uint64_t first_row)> after_chunk;
+};
+
+// Client::Load: a row range of a table named per call.
+struct LoadOptions : ReadOptions {
+  std::uint64_t begin_row = 0;
+  std::optional<std::uint64_t> end_row;  // default: the table's last row
+  bool allow_local = true;               // use the local fast path when the file is reachable
 };
 
 struct LoadStats {
@@ -176,6 +183,11 @@ class Client {
   // Loads rows [begin_row, end_row) of `table` into `out`, whose size must be OutputBytes().
   Result<LoadStats> Load(const std::string& table, std::span<std::byte> out,
                          const LoadOptions& options = {});
+  // The same for a table already described: loads the version `desc` describes (its content_id
+  // is pinned; a server that has replaced the table answers FailedPrecondition) without asking
+  // the server again.
+  Result<LoadStats> LoadDescribed(const TableDesc& desc, std::span<std::byte> out,
+                                  const LoadOptions& options = {});
 
   // The server's file for `table`, mapped read-only, when this host can open it (same device,
   // inode, size, mtime and content id); NotFound otherwise. The zero-copy path.

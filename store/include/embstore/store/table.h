@@ -17,7 +17,7 @@
 // A file truncated or rewritten in place by someone else while mapped would make the kernel
 // deliver SIGBUS on access; every Table registers its mapping with MappingGuard
 // (embstore/common/mapping_guard.h), so such a read returns zeros instead of killing the process,
-// and CheckIntact() reports it. CopyRows, ReadRowsF32 and the Verify* calls check it themselves;
+// and CheckIntact() reports it. GatherRows, ReadRowsF32 and the Verify* calls check it themselves;
 // code that reads spans from RowBytes()/Rows() must call CheckIntact() after using them.
 #ifndef EMBSTORE_STORE_TABLE_H_
 #define EMBSTORE_STORE_TABLE_H_
@@ -44,7 +44,8 @@ struct OpenOptions {
   bool verify = false;  // verify every checksum block before returning
 };
 
-// How CopyRows writes rows.
+// How GatherRows writes rows. (Row ranges of a file are read with pread, not through the mapping:
+// client::OpenFileSource.)
 struct CopyOptions {
   bool to_f32 = false;  // convert F16/BF16 to f32 (SIMD); otherwise the stored bytes
   bool verify = false;  // check the checksum blocks of the rows before copying them
@@ -90,13 +91,6 @@ class Table {
   // Rows [begin, end) converted to f32 into `out` (SIMD). out.size() must be (end-begin)*dim().
   Status ReadRowsF32(std::uint64_t begin, std::uint64_t end, std::span<float> out) const;
 
-  // Rows [begin, end) into `out`, which must hold exactly (end-begin) rows of the output type
-  // (row_bytes(), or dim()*4 with to_f32): the one way rows leave a mapping for memory the
-  // caller owns. Verifies the rows' blocks first when asked, then copies, then checks that the
-  // mapping stayed intact; no bytes from a failed block or a truncated file are reported as good.
-  Status CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
-                  const CopyOptions& options = {}) const;
-
   // OK while the mapped bytes can be trusted. Corruption naming the file once a read of the
   // mapping hit a page the file no longer backs (it was truncated or failed to read, and the
   // read saw zeros). One atomic load.
@@ -118,7 +112,7 @@ class Table {
 
   // Rows `rows` (any order, repeats allowed) into `out`, one after another, which must hold
   // exactly rows.size() rows of the output type. With options.verify, each row's block is
-  // verified first (VerifyRowsOnce). Checks the mapping afterwards, like CopyRows.
+  // verified first (VerifyRowsOnce). Checks the mapping afterwards (CheckIntact).
   Status GatherRows(std::span<const std::uint64_t> rows, std::span<std::byte> out,
                     const CopyOptions& options = {}) const;
 

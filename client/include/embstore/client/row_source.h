@@ -1,0 +1,99 @@
+// RowSource: one table, described once, then asked for any row range or key set, written
+// straight into memory the caller owns.
+//
+// A source is a local table file, a table on a server, or a table sharded across servers by a
+// manifest (docs/DEPLOY.md). Each kind is a file of its own behind this interface; callers (the
+// CLI's pull and export, the Python binding, the benchmarks) open one source and keep it for every
+// chunk of a load, so the table is described once, the file is opened once and connections are
+// reused.
+//
+// Versions: a source pins the version of the table it described when it was opened (its
+// content_id). Every later read is of that version: a server that has since replaced the table
+// answers FailedPrecondition rather than mixing versions; open a new source to read the new one.
+//
+// Verification: with ReadOptions::verify (the default), no byte reaches the caller's buffer as
+// final data before the checksum block it belongs to has been checked; a key lookup never
+// returns a row from a block that fails its checksum (docs/FORMAT.md).
+//
+// Local files are read with pread(2) into the destination, not through a mapping, so a load
+// leaves nothing of the table resident in the process beyond the caller's own buffer, and a file
+// truncated underneath is a clean Corruption error. Blocks are verified by worker threads while
+// others read.
+//
+// Thread safety: a RowSource may be shared by several threads; each call runs on its own.
+// Callbacks in ReadOptions run on the calling thread.
+#ifndef EMBSTORE_CLIENT_ROW_SOURCE_H_
+#define EMBSTORE_CLIENT_ROW_SOURCE_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "embstore/client/client.h"
+#include "embstore/common/status.h"
+
+namespace embstore::client {
+
+// Result of CopyKeys: which of the requested keys the table lacks (their rows in the output were
+// left untouched), as indices into the request, ascending.
+struct KeyCopyResult {
+  std::vector<std::uint32_t> missing;
+};
+
+class RowSource {
+ public:
+  virtual ~RowSource() = default;
+
+  // "file", "server" or "sharded".
+  virtual std::string_view kind() const = 0;
+  // Where it reads from, for messages: the file's path, the target, or the manifest's path.
+  virtual const std::string& location() const = 0;
+  // The table as it was when the source was opened (the version every read returns).
+  const TableDesc& desc() const { return desc_; }
+
+  // Bytes CopyRows writes for rows [begin, end): rows x row_bytes, or rows x dim x 4 with
+  // to_f32. InvalidArgument when begin > end, OutOfRange when end > rows.
+  Result<std::uint64_t> OutputBytes(std::uint64_t begin, std::uint64_t end, bool to_f32) const;
+
+  // Rows [begin, end) into `out`, which must hold exactly OutputBytes(begin, end, to_f32) bytes.
+  // Nothing is written outside `out`; on error its content is unspecified.
+  virtual Result<LoadStats> CopyRows(std::uint64_t begin, std::uint64_t end,
+                                     std::span<std::byte> out, const ReadOptions& options) = 0;
+
+  // The rows of `keys`, in request order, into `out` (keys.size() rows of the output type);
+  // rows of keys the table lacks are left as they were and listed in the result.
+  // FailedPrecondition when the table has no keys.
+  virtual Result<KeyCopyResult> CopyKeys(std::span<const std::string> keys,
+                                         std::span<std::byte> out, const ReadOptions& options) = 0;
+
+  // Keys of rows [begin, end), in row order (checked against their checksums when the table has
+  // them). FailedPrecondition when the table has no keys.
+  virtual Result<std::vector<std::string>> Keys(std::uint64_t begin, std::uint64_t end) = 0;
+
+ protected:
+  TableDesc desc_;
+};
+
+// A local table file. Validates it (store::Table::Open) and keeps it open.
+Result<std::unique_ptr<RowSource>> OpenFileSource(const std::string& path);
+
+// Table `table` on the server `connect.target`, described now. With `allow_local`, when the
+// server's file is this host's file (same device, inode, size, mtime and content id), reads go
+// to that file directly, as a file source would read it.
+Result<std::unique_ptr<RowSource>> OpenServerSource(const ConnectOptions& connect,
+                                                    const std::string& table,
+                                                    bool allow_local = true);
+
+// The logical table of the shard manifest at `manifest_path`, every shard described and checked
+// against the manifest now. `connect` gives TLS, token and timeouts (each shard has its target).
+Result<std::unique_ptr<RowSource>> OpenShardedSource(const std::string& manifest_path,
+                                                     const ConnectOptions& connect,
+                                                     bool allow_local = true);
+
+}  // namespace embstore::client
+
+#endif  // EMBSTORE_CLIENT_ROW_SOURCE_H_

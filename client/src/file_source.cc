@@ -1,0 +1,141 @@
+// RowSource over a local table file (row_source.h).
+#include <algorithm>
+#include <cstring>
+
+#include "embstore/client/row_source.h"
+#include "embstore/store/dtype.h"
+#include "embstore/store/format.h"
+#include "file_reader.h"
+#include "sources.h"
+
+namespace embstore::client {
+namespace {
+
+std::string StemOf(const std::string& path) {
+  std::string base = path.substr(path.find_last_of('/') + 1);
+  const auto dot = base.rfind(".emb");
+  return dot != std::string::npos && dot + 4 == base.size() ? base.substr(0, dot) : base;
+}
+
+class FileSource final : public RowSource {
+ public:
+  explicit FileSource(std::unique_ptr<internal::FileReader> reader) : reader_(std::move(reader)) {
+    desc_ = internal::DescribeFile(reader_->table(), StemOf(reader_->path()));
+    desc_.file = reader_->identity();
+  }
+
+  std::string_view kind() const override { return "file"; }
+  const std::string& location() const override { return reader_->path(); }
+
+  Result<LoadStats> CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
+                             const ReadOptions& options) override {
+    return reader_->CopyRows(begin, end, out, options, desc_.name);
+  }
+
+  Result<KeyCopyResult> CopyKeys(std::span<const std::string> keys, std::span<std::byte> out,
+                                 const ReadOptions& options) override {
+    return internal::CopyKeysFromTable(reader_->table(), desc_.name, keys, out, options);
+  }
+
+  Result<std::vector<std::string>> Keys(std::uint64_t begin, std::uint64_t end) override {
+    return internal::KeysFromTable(reader_->table(), desc_.name, begin, end);
+  }
+
+ private:
+  std::unique_ptr<internal::FileReader> reader_;
+};
+
+}  // namespace
+
+namespace internal {
+
+TableDesc DescribeFile(const store::Table& t, const std::string& name) {
+  TableDesc d;
+  d.name = name;
+  d.rows = t.rows();
+  d.dim = t.dim();
+  d.dtype = t.dtype();
+  d.row_bytes = t.row_bytes();
+  d.content_id = store::ContentId(t);
+  d.block_rows = t.block_rows();
+  d.num_blocks = t.num_blocks();
+  d.has_keys = t.has_keys();
+  d.key_bytes = t.key_bytes();
+  d.format_version = t.format_version();
+  d.metadata = t.user_metadata();
+  return d;
+}
+
+Result<KeyCopyResult> CopyKeysFromTable(const store::Table& t, const std::string& name,
+                                        std::span<const std::string> keys,
+                                        std::span<std::byte> out, const ReadOptions& options) {
+  if (!t.has_keys()) {
+    return Status::FailedPrecondition("table '" + name + "' has no keys");
+  }
+  const std::uint64_t per_row = options.to_f32 ? t.dim() * 4 : t.row_bytes();
+  if (out.size() != keys.size() * per_row) {
+    return Status::InvalidArgument("buffer for " + std::to_string(keys.size()) +
+                                   " keys of table '" + name + "' holds " +
+                                   std::to_string(out.size()) + " bytes, they need " +
+                                   std::to_string(keys.size() * per_row));
+  }
+  // Keys are checked once per mapping before the first lookup; each row's block before its row
+  // is copied (store::Table::GatherRows), so no row comes from a block that fails its checksum.
+  if (options.verify) EMBSTORE_RETURN_NOT_OK(t.VerifyKeys());
+  KeyCopyResult result;
+  store::CopyOptions copy;
+  copy.to_f32 = options.to_f32;
+  copy.verify = options.verify;
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    if (options.cancel && options.cancel->cancelled()) {
+      return Status::Cancelled("lookup in table '" + name + "' cancelled");
+    }
+    auto row = t.FindKey(keys[i]);
+    if (!row) {
+      result.missing.push_back(static_cast<std::uint32_t>(i));
+      continue;
+    }
+    const std::uint64_t r = *row;
+    EMBSTORE_RETURN_NOT_OK(
+        t.GatherRows(std::span<const std::uint64_t>(&r, 1), out.subspan(i * per_row, per_row),
+                     copy));
+  }
+  EMBSTORE_RETURN_NOT_OK(t.CheckIntact());
+  return result;
+}
+
+Result<std::vector<std::string>> KeysFromTable(const store::Table& t, const std::string& name,
+                                               std::uint64_t begin, std::uint64_t end) {
+  if (!t.has_keys()) return Status::FailedPrecondition("table '" + name + "' has no keys");
+  EMBSTORE_RETURN_NOT_OK(t.RowBytes(begin, end).status());
+  EMBSTORE_RETURN_NOT_OK(t.VerifyKeys());
+  std::vector<std::string> out;
+  out.reserve(end - begin);
+  for (std::uint64_t r = begin; r < end; ++r) out.emplace_back(t.Key(r));
+  EMBSTORE_RETURN_NOT_OK(t.CheckIntact());
+  return out;
+}
+
+}  // namespace internal
+
+Result<std::uint64_t> RowSource::OutputBytes(std::uint64_t begin, std::uint64_t end,
+                                             bool to_f32) const {
+  if (begin > end) {
+    return Status::InvalidArgument("row range [" + std::to_string(begin) + ", " +
+                                   std::to_string(end) + ") of table '" + desc_.name +
+                                   "' begins after it ends");
+  }
+  if (end > desc_.rows) {
+    return Status::OutOfRange("row range [" + std::to_string(begin) + ", " + std::to_string(end) +
+                              ") is outside table '" + desc_.name + "' of " +
+                              std::to_string(desc_.rows) + " rows");
+  }
+  return (end - begin) * (to_f32 ? desc_.dim * 4 : desc_.row_bytes);
+}
+
+Result<std::unique_ptr<RowSource>> OpenFileSource(const std::string& path) {
+  EMBSTORE_ASSIGN_OR_RETURN(auto reader, internal::FileReader::Open(path));
+  return std::unique_ptr<RowSource>(new FileSource(std::move(reader)));
+}
+
+}  // namespace embstore::client

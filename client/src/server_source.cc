@@ -1,0 +1,106 @@
+// RowSource over a table on a server (row_source.h): described once when opened; rows streamed
+// by Client::LoadDescribed (pinned to that version), or read from the server's own file when it
+// is this host's file.
+#include "embstore/client/row_source.h"
+#include "embstore/store/dtype.h"
+#include "file_reader.h"
+#include "sources.h"
+
+namespace embstore::client {
+namespace {
+
+class ServerSource final : public RowSource {
+ public:
+  ServerSource(std::unique_ptr<Client> client, TableDesc desc,
+               std::unique_ptr<internal::FileReader> local)
+      : client_(std::move(client)), local_(std::move(local)) {
+    desc_ = std::move(desc);
+  }
+
+  std::string_view kind() const override { return "server"; }
+  const std::string& location() const override { return client_->target(); }
+
+  Result<LoadStats> CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
+                             const ReadOptions& options) override {
+    if (local_) return local_->CopyRows(begin, end, out, options, desc_.name);
+    LoadOptions o;
+    static_cast<ReadOptions&>(o) = options;
+    o.begin_row = begin;
+    o.end_row = end;
+    o.allow_local = false;  // decided once, when the source was opened
+    return client_->LoadDescribed(desc_, out, o);
+  }
+
+  Result<KeyCopyResult> CopyKeys(std::span<const std::string> keys, std::span<std::byte> out,
+                                 const ReadOptions& options) override {
+    if (local_) {
+      return internal::CopyKeysFromTable(local_->table(), desc_.name, keys, out, options);
+    }
+    if (!desc_.has_keys) return Status::FailedPrecondition("table '" + desc_.name + "' has no keys");
+    const std::uint64_t per_row = options.to_f32 ? desc_.dim * 4 : desc_.row_bytes;
+    if (out.size() != keys.size() * per_row) {
+      return Status::InvalidArgument("buffer for " + std::to_string(keys.size()) +
+                                     " keys of table '" + desc_.name + "' holds " +
+                                     std::to_string(out.size()) + " bytes, they need " +
+                                     std::to_string(keys.size() * per_row));
+    }
+    // The server verifies each row's block and sends a checksum per row, which the client
+    // checks (docs/PROTOCOL.md, "Lookup").
+    EMBSTORE_ASSIGN_OR_RETURN(auto found, client_->LookupKeys(desc_.name, keys));
+    internal::ScatterLookup(found.data, found.missing, keys.size(), found.dtype, found.dim,
+                            options.to_f32, out);
+    return KeyCopyResult{std::move(found.missing)};
+  }
+
+  Result<std::vector<std::string>> Keys(std::uint64_t begin, std::uint64_t end) override {
+    if (local_) return internal::KeysFromTable(local_->table(), desc_.name, begin, end);
+    return client_->Keys(desc_.name, begin, end);
+  }
+
+ private:
+  std::unique_ptr<Client> client_;
+  std::unique_ptr<internal::FileReader> local_;  // the server's file, when it is this host's
+};
+
+}  // namespace
+
+namespace internal {
+
+void ScatterLookup(std::span<const std::byte> data, const std::vector<std::uint32_t>& missing,
+                   std::size_t requested, store::DType dtype, std::uint64_t dim, bool to_f32,
+                   std::span<std::byte> out) {
+  const std::size_t row_bytes = dim * store::DTypeSize(dtype);
+  const std::size_t out_row = to_f32 ? dim * 4 : row_bytes;
+  std::size_t next_missing = 0, src = 0;
+  for (std::size_t i = 0; i < requested; ++i) {
+    if (next_missing < missing.size() && missing[next_missing] == i) {
+      ++next_missing;
+      continue;
+    }
+    auto row = data.subspan(src * row_bytes, row_bytes);
+    auto dst = out.subspan(i * out_row, out_row);
+    if (to_f32) {
+      store::ConvertToF32(dtype, row, std::span<float>(reinterpret_cast<float*>(dst.data()), dim));
+    } else {
+      std::copy(row.begin(), row.end(), dst.begin());
+    }
+    ++src;
+  }
+}
+
+}  // namespace internal
+
+Result<std::unique_ptr<RowSource>> OpenServerSource(const ConnectOptions& connect,
+                                                    const std::string& table, bool allow_local) {
+  EMBSTORE_ASSIGN_OR_RETURN(auto client, Client::Connect(connect));
+  EMBSTORE_ASSIGN_OR_RETURN(TableDesc desc, client->Describe(table));
+  std::unique_ptr<internal::FileReader> local;
+  if (allow_local) {
+    auto reader = internal::FileReader::OpenServersFile(desc);
+    if (reader.ok()) local = std::move(reader).value();
+  }
+  return std::unique_ptr<RowSource>(
+      new ServerSource(std::move(client), std::move(desc), std::move(local)));
+}
+
+}  // namespace embstore::client

@@ -1,0 +1,35 @@
+// Private: what the RowSource implementations (file_source.cc, server_source.cc,
+// sharded_source.cc) share.
+#ifndef EMBSTORE_CLIENT_SRC_SOURCES_H_
+#define EMBSTORE_CLIENT_SRC_SOURCES_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "embstore/client/row_source.h"
+#include "embstore/store/table.h"
+
+namespace embstore::client::internal {
+
+// The description of a local table, as a server would give it (no file identity).
+TableDesc DescribeFile(const store::Table& table, const std::string& name);
+
+// CopyKeys and Keys over a local table: keys verified before the first lookup and each row's
+// block before its row is copied (when options.verify), the mapping checked afterwards.
+Result<KeyCopyResult> CopyKeysFromTable(const store::Table& table, const std::string& name,
+                                        std::span<const std::string> keys,
+                                        std::span<std::byte> out, const ReadOptions& options);
+Result<std::vector<std::string>> KeysFromTable(const store::Table& table, const std::string& name,
+                                               std::uint64_t begin, std::uint64_t end);
+
+// Places looked-up rows (`data`, one after another in `dtype`, for the request positions that are
+// not in `missing`) at their request positions in `out`, converting to f32 when asked.
+void ScatterLookup(std::span<const std::byte> data, const std::vector<std::uint32_t>& missing,
+                   std::size_t requested, store::DType dtype, std::uint64_t dim, bool to_f32,
+                   std::span<std::byte> out);
+
+}  // namespace embstore::client::internal
+
+#endif  // EMBSTORE_CLIENT_SRC_SOURCES_H_
