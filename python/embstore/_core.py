@@ -63,17 +63,22 @@ def _check_table_name(table):
 
 
 class Source:
-    """Where tables come from: a table file, a store directory, or a server.
+    """Where tables come from: a table file, a store directory, a server, or a shard manifest.
 
-    Build one with Source.resolve(); it keeps the connection or the mapping open, so reuse it for
-    several loads.
+    Build one with Source.resolve(). It opens each table once, the first time it is asked for
+    it (a file's descriptor, a server's connections and the table's description, its pinned
+    version), and keeps it for every later load: reuse a Source for the chunks of one load and
+    for several loads. A Source pins the version of each table it opened; resolve a new one to
+    see a table that was replaced on a server.
     """
 
-    def __init__(self, kind, location, client=None):
+    def __init__(self, kind, location, connect=None):
         self.kind = kind          # "file", "dir", "server" or "sharded" (a shard manifest)
         self.location = location
-        self._client = client
-        self._tables = {}
+        self._connect = connect   # _native.ConnectOptions, for servers
+        self._sources = {}        # (table or path, local) -> _native.Source
+        self._views = {}          # path -> _native.Table, for zero-copy views
+        self._client = None       # _native.Client, to list a server's tables
 
     @classmethod
     def resolve(cls, source, *, token=None, tls=False, tls_ca=None, tls_cert=None, tls_key=None,
@@ -85,71 +90,80 @@ class Source:
                 f"source must be a table file, a store directory or a server target, "
                 f"not {type(source).__name__}")
         s = os.fspath(source)
+        connect = _native.ConnectOptions(
+            token=token or "", tls=bool(tls), tls_ca=tls_ca or "", tls_cert=tls_cert or "",
+            tls_key=tls_key or "", tls_server_name=tls_server_name or "",
+            rpc_timeout=float(rpc_timeout), load_balancing=load_balancing or "")
         if os.path.isfile(s) and s.endswith(".json"):
             # A shard manifest: one table split by row ranges across servers (docs/DEPLOY.md).
-            table = _native.ShardedTable(s, token or "", tls, tls_ca or "", tls_cert or "",
-                                         tls_key or "", tls_server_name or "", rpc_timeout,
-                                         load_balancing or "")
-            return cls("sharded", s, table)
+            src = cls("sharded", s, connect)
+            src.table(None)  # reads and checks the manifest now, like the other kinds
+            return src
         if os.path.isfile(s):
             return cls("file", s)
         if os.path.isdir(s):
             return cls("dir", s)
         if _TARGET.match(s):
-            client = _native.Client(s, token or "", tls, tls_ca or "", tls_cert or "",
-                                    tls_key or "", tls_server_name or "", rpc_timeout,
-                                    load_balancing or "")
-            return cls("server", s, client)
+            src = cls("server", s, connect)
+            src._client = _native.Client(connect, s)
+            return src
         raise NotFoundError(f"source {s!r} is neither a table file, a store directory nor a "
                             f"server target (host:port or unix:PATH)")
 
     def __repr__(self):
         return f"Source({self.kind}, {self.location!r})"
 
-    def _local(self, table):
+    def _path(self, table):
+        """The file of `table` in a file or directory source."""
         if self.kind == "file":
             if table is not None and os.path.splitext(os.path.basename(self.location))[0] != table:
                 raise InvalidArgumentError(
                     f"source {self.location!r} is one table file; do not name table {table!r}")
-            path = self.location
-        else:
-            if table is None:
-                raise InvalidArgumentError(f"source {self.location!r} needs a table name")
-            _check_table_name(table)
-            path = os.path.join(self.location, table + ".emb")
-            if not os.path.isfile(path):
-                raise NotFoundError(f"no table {table!r} in store directory {self.location!r} "
-                                    f"(looked for {path!r})")
-        t = self._tables.get(path)
-        if t is None:
-            t = self._tables[path] = _native.Table(path)
-        return t
+            return self.location
+        if table is None:
+            raise InvalidArgumentError(f"source {self.location!r} needs a table name")
+        _check_table_name(table)
+        path = os.path.join(self.location, table + ".emb")
+        if not os.path.isfile(path):
+            raise NotFoundError(f"no table {table!r} in store directory {self.location!r} "
+                                f"(looked for {path!r})")
+        return path
 
-    def _check_sharded_name(self, table):
-        desc = self._client.describe()
-        if table is not None and table != desc["name"]:
-            raise InvalidArgumentError(
-                f"manifest {self.location!r} describes table {desc['name']!r}, not {table!r}")
-        return desc
-
-    def describe(self, table=None):
-        """{"name", "rows", "dim", "dtype", "has_keys", "metadata", ...} of a table."""
-        if self.kind == "sharded":
-            return self._check_sharded_name(table)
-        if self.kind == "server":
+    def table(self, table=None, local=True):
+        """The native source of one table (embstore._native.Source): opened and described the
+        first time, then kept. `local` (servers, manifests): read a server's file directly when
+        it is this host's."""
+        if self.kind in ("file", "dir"):
+            key = (self._path(table), True)
+        elif self.kind == "server":
             if table is None:
                 raise InvalidArgumentError(f"server {self.location!r} needs a table name")
             _check_table_name(table)
-            return self._client.describe(table)
-        t = self._local(table)
-        name = os.path.splitext(os.path.basename(t.path))[0]
-        return {"name": name, "rows": t.rows, "dim": t.dim, "dtype": t.dtype,
-                "has_keys": t.has_keys, "metadata": t.metadata, "path": t.path,
-                "content_id": t.content_id}
+            key = (table, bool(local))
+        else:
+            key = (None, bool(local))
+        src = self._sources.get(key)
+        if src is None:
+            if self.kind in ("file", "dir"):
+                src = _native.Source.file(key[0])
+            elif self.kind == "server":
+                src = _native.Source.server(self._connect, self.location, table, bool(local))
+            else:
+                src = _native.Source.sharded(self._connect, self.location, bool(local))
+            self._sources[key] = src
+        if self.kind == "sharded" and table is not None and table != src.desc()["name"]:
+            raise InvalidArgumentError(f"manifest {self.location!r} describes table "
+                                       f"{src.desc()['name']!r}, not {table!r}")
+        return src
+
+    def describe(self, table=None, local=True):
+        """{"name", "rows", "dim", "dtype", "has_keys", "metadata", ...} of a table, as it was
+        when this Source first opened it."""
+        return self.table(table, local).desc()
 
     def list_tables(self):
         if self.kind == "sharded":
-            return [self._client.describe()["name"]]
+            return [self.describe()["name"]]
         if self.kind == "server":
             return [d["name"] for d in self._client.list_tables()]
         if self.kind == "file":
@@ -159,61 +173,46 @@ class Source:
 
     def read_rows(self, table, begin, end, out, to_f32, *, streams=0, timeout=0.0, verify=True,
                   progress=None, local=True):
-        """Rows [begin, end) into the C-contiguous writable array `out`. From a server, returns
-        the load's statistics (bytes, seconds, streams, resumes, local, ...)."""
+        """Rows [begin, end) into the C-contiguous writable array `out` (written in place).
+        Returns the read's statistics (bytes, seconds, streams, resumes, local, ...)."""
+        options = _native.ReadOptions(streams=int(streams or 0), timeout=float(timeout or 0.0),
+                                      verify=bool(verify), to_f32=bool(to_f32))
         out = out.view(np.uint8)  # any dtype (bfloat16 included) crosses as its bytes
-        if self.kind == "sharded":
-            return self._client.load_into(out, begin, end, streams, to_f32, timeout or 0.0,
-                                          local, verify, progress)
-        if self.kind == "server":
-            return self._client.load_into(table, out, begin, end, streams, to_f32, timeout or 0.0,
-                                          local, verify, progress)
-        self._local(table).read_into(begin, end, out, to_f32, verify, timeout or 0.0, progress)
-        return None
+        return self.table(table, local).read_into(begin, end, out, options, progress)
 
-    def view(self, table=None):
-        """Zero-copy read-only view of a local table's matrix in its stored dtype."""
+    def _view_table(self, table=None):
         if self.kind in ("server", "sharded"):
             raise InvalidArgumentError(
                 f"copy=False needs a local table file; {self.location!r} is a "
                 f"{'server' if self.kind == 'server' else 'shard manifest'}")
-        t = self._local(table)
+        path = self._path(table)
+        t = self._views.get(path)
+        if t is None:
+            t = self._views[path] = _native.Table(path)
+        return t
+
+    def view(self, table=None):
+        """Zero-copy read-only view of a local table's matrix in its stored dtype."""
+        t = self._view_table(table)
         return t.view().view(numpy_dtype(t.dtype)).reshape(t.rows, t.dim)
 
-    def gather(self, table, keys, verify=True):
-        """(positions of the keys found, their rows in the stored dtype, in request order).
-
-        Rows come only from checksum blocks that passed (local reads verify each touched block
-        once per mapping when `verify`; a server verifies them and each row of its reply is
-        checked against the checksum it carries)."""
+    def copy_keys(self, table, keys, out, to_f32, *, verify=True, local=True):
+        """The rows of `keys` into `out` ([len(keys), dim], the stored dtype, or float32 with
+        to_f32), in request order; returns the indices of the keys the table lacks (their rows
+        are left as they were). Rows come only from checksum blocks that passed (a server
+        verifies them and each row of its reply is checked against the checksum it carries)."""
         if self.kind == "sharded":
             raise InvalidArgumentError(
                 f"keys= lookups are not supported through shard manifest {self.location!r}; "
                 "load rows, or look keys up on the shard's server")
-        desc = self.describe(table)
-        if self.kind == "server":
-            rows, missing, data = self._client.lookup_keys(table, list(keys))
-            found = np.setdiff1d(np.arange(len(keys)), np.asarray(missing, dtype=np.int64))
-            matrix = np.frombuffer(data, dtype=numpy_dtype(desc["dtype"])).reshape(-1, desc["dim"])
-            return found, matrix
-        t = self._local(table)
-        row_of = np.asarray(t.find_keys(list(keys), verify), dtype=np.int64)
-        found = np.flatnonzero(row_of >= 0)
-        matrix = aligned_empty((len(found), desc["dim"]), numpy_dtype(desc["dtype"]))
-        t.gather_into(np.ascontiguousarray(row_of[found], dtype=np.uint64), matrix.view(np.uint8),
-                      False, verify)
-        return found, matrix
+        options = _native.ReadOptions(verify=bool(verify), to_f32=bool(to_f32))
+        return self.table(table, local).copy_keys(list(keys), out.view(np.uint8), options)
 
     def keys(self, table=None, begin=0, end=None):
         desc = self.describe(table)
         if not desc["has_keys"]:
             raise InvalidArgumentError(f"table {desc['name']!r} has no keys")
-        if self.kind == "sharded":
-            self._check_sharded_name(table)
-            return self._client.keys(begin, end)
-        if self.kind == "server":
-            return self._client.keys(table, begin, end)
-        return self._local(table).keys(begin, end, True)
+        return self.table(table).keys(begin, end)
 
 
 def _row_range(rows, nrows):
@@ -354,7 +353,7 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     The result is writable and 64-byte aligned (unless copy=False).
     """
     src = Source.resolve(source, **connect)
-    desc = src.describe(table)
+    desc = src.describe(table, local)
     name = desc["name"]
     out_dtype, how = _target_dtype(dtype, desc["dtype"])
     if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
@@ -378,7 +377,7 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
             raise InvalidArgumentError(
                 f"table {name!r} has no keys (it was converted from a matrix without tokens), "
                 f"so keys= cannot look rows up; load rows= instead")
-        return _load_keys(src, tname, desc, keys, missing, out_dtype, verify)
+        return _load_keys(src, tname, desc, keys, missing, out_dtype, how, verify, local)
     begin, end = _row_range(rows, desc["rows"])
     out = aligned_empty((end - begin, desc["dim"]), out_dtype)
     kw = dict(streams=streams, timeout=timeout or 0.0, verify=verify, progress=progress,
@@ -390,17 +389,31 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     return out
 
 
-def _load_keys(src, table, desc, keys, missing, out_dtype, verify):
+def _load_keys(src, table, desc, keys, missing, out_dtype, how, verify, local):
     if not (missing in ("error", "zeros") or callable(missing)):
         raise InvalidArgumentError(
             f"missing= must be 'error', 'zeros' or a callable, not {missing!r}")
     dim = desc["dim"]
-    found, matrix = src.gather(table, keys, verify)
-    absent = np.setdiff1d(np.arange(len(keys)), found)
+    out = aligned_empty((len(keys), dim), out_dtype)
+    # Rows land in `out` directly, converted on the way when asked; narrower dtypes go through
+    # float32 first.
+    buf = aligned_empty((len(keys), dim), np.float32) if how == "narrow" else out
+    absent = np.asarray(src.copy_keys(table, keys, buf, how != "native", verify=verify,
+                                      local=local), dtype=np.int64)
     if len(absent) and missing == "error":
         raise MissingKeysError(desc["name"], [keys[i] for i in absent])
-    out = aligned_empty((len(keys), dim), out_dtype)
-    out[found] = matrix.astype(out_dtype, copy=False)
+    if how == "narrow":
+        present = np.setdiff1d(np.arange(len(keys)), absent)
+        with np.errstate(over="ignore"):
+            narrow = buf[present].astype(out_dtype)
+        bad = np.isinf(narrow) & np.isfinite(buf[present])
+        if bad.any():
+            i, j = np.argwhere(bad)[0]
+            raise InvalidArgumentError(
+                f"table {desc['name']!r} key {keys[present[i]]!r}, column {int(j)} holds "
+                f"{float(buf[present[i], j])!r}, which is out of range for {out_dtype.name}; load "
+                f"it as float32")
+        out[present] = narrow
     if len(absent):
         if missing == "zeros":
             out[absent] = 0
@@ -411,3 +424,51 @@ def _load_keys(src, table, desc, keys, missing, out_dtype, verify):
                     f"missing= callable returned shape {fill.shape}, expected {(len(absent), dim)}")
             out[absent] = fill
     return out
+
+
+def _fill(src, table, desc, begin, end, out, **read_kwargs):
+    """Rows [begin, end) of a described table into `out`, whose dtype says how: the stored
+    dtype as it is, float32 converted exactly, or a narrower dtype rounded (through float32)."""
+    _, how = _target_dtype(out.dtype, desc["dtype"])
+    if how == "narrow":
+        _read_narrowed(src, table, begin, end, out, desc, **read_kwargs)
+    else:
+        src.read_rows(table, begin, end, out, how == "f32", **read_kwargs)
+
+
+def _chunks_into(src, table, desc, begin, end, chunk_rows, dtype, **read_kwargs):
+    """Yields (offset, rows) over rows [begin, end) of a table, chunk_rows at a time, from a fixed
+    pair of aligned buffers: the next chunk is read on a helper thread (the read releases the
+    GIL) while the caller consumes the current one. `rows` is valid until the next iteration;
+    `offset` counts from `begin`. Memory: two chunks, whatever the table's size."""
+    import concurrent.futures
+    total = end - begin
+    if total <= 0:
+        return
+    n0 = min(chunk_rows, total)
+    bufs = [aligned_empty((n0, desc["dim"]), dtype) for _ in range(2 if total > n0 else 1)]
+
+    def read(k):
+        off = k * chunk_rows
+        n = min(chunk_rows, total - off)
+        view = bufs[k % len(bufs)][:n]
+        _fill(src, table, desc, begin + off, begin + off + n, view, **read_kwargs)
+        return off, view
+
+    count = (total + chunk_rows - 1) // chunk_rows
+    with concurrent.futures.ThreadPoolExecutor(max_workers=1) as pool:
+        pending = pool.submit(read, 0)
+        for k in range(count):
+            off, view = pending.result()
+            if k + 1 < count:
+                pending = pool.submit(read, k + 1)
+            try:
+                yield off, view
+            except GeneratorExit:
+                if k + 1 < count:
+                    pending.cancel()
+                    try:
+                        pending.result()
+                    except Exception:  # noqa: BLE001 - the caller stopped; its error wins
+                        pass
+                raise

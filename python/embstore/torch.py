@@ -120,7 +120,7 @@ def from_file(path):
     t = Source.resolve(path)
     if t.kind != "file":
         raise InvalidArgumentError(f"from_file needs a table file, not {path!r}")
-    native = t._local(None)
+    native = t._view_table(None)
     dtype = _TORCH_DTYPES[native.dtype]
     itemsize = torch.tensor([], dtype=dtype).element_size()
     size = os.path.getsize(native.path) // itemsize

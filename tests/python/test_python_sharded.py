@@ -24,7 +24,7 @@ def test_load_whole_table_and_row_ranges(shards):  # noqa: F811
     assert src.kind == "sharded"
     assert src.list_tables() == ["items"]
     desc = src.describe()
-    assert (desc["rows"], desc["dim"], desc["dtype"], desc["shards"]) == (ROWS, DIM, "F32", 3)
+    assert (desc["rows"], desc["dim"], desc["dtype"]) == (ROWS, DIM, "F32")
     assert desc["has_keys"] is True
     assert src.keys(begin=998, end=1002) == ["k998", "k999", "k1000", "k1001"]
 
