@@ -25,10 +25,12 @@ import weakref
 import numpy as np
 import tensorflow as tf
 
-from ._core import Source, _row_range, load as _load
+from ._core import Source, _chunks_into, _row_range, load as _load
 from .errors import FailedPreconditionError, InvalidArgumentError
 
-DEFAULT_CHUNK_BYTES = 64 << 20
+# Rows move in chunks of about this size, through two reused buffers (one read while the other is
+# written into the variable): peak memory above the variable is about three chunks.
+DEFAULT_CHUNK_BYTES = 32 << 20
 
 __all__ = ["Initializer", "assign", "dataset", "init_hook", "initialize", "scaffold"]
 
@@ -124,23 +126,38 @@ def _chunk_rows(chunk_rows, dim, itemsize):
 
 
 def _np_dtype(variable):
+    """(numpy dtype of the variable, the load dtype that gives it): F16/BF16 tables load exactly
+    into float32 variables, a table of the variable's own dtype as it is, and an F32 table into a
+    float16/bfloat16 variable rounded."""
     dt = variable.dtype.base_dtype if hasattr(variable.dtype, "base_dtype") else variable.dtype
     if dt == tf.float32:
         return np.float32, "float32"
     if dt == tf.float16:
-        return np.float16, "native"
+        return np.float16, "float16"
     if dt == tf.bfloat16:
-        return tf.bfloat16.as_numpy_dtype, "native"
+        return tf.bfloat16.as_numpy_dtype, "bfloat16"
     raise InvalidArgumentError(f"variable {variable.name!r} has dtype {dt.name}; embstore fills "
                                f"float32, float16 and bfloat16 variables")
 
 
-def _chunks(source, table, first_row, rows, chunk, dtype, **load_kwargs):
-    """Yields (offset, array) for rows [first_row, first_row + rows) of the table."""
-    for off in range(0, rows, chunk):
-        n = min(chunk, rows - off)
-        yield off, _load(source, table, rows=(first_row + off, first_row + off + n),
-                         dtype=dtype, **load_kwargs)
+def _scatter_rows(variable, first, values):
+    """The op that writes `values` into rows [first, first + len(values)) of `variable` in place.
+
+    A scatter update copies each row straight into the variable's buffer. A sliced assign
+    (variable[a:b].assign) goes through StridedSliceAssign, several times slower, and for a
+    resource variable reads the variable first, which can make the write copy the whole buffer.
+    """
+    n = tf.shape(values, out_type=tf.int64)[0]
+    indices = tf.range(tf.cast(first, tf.int64), tf.cast(first, tf.int64) + n)
+    if _is_resource(variable):
+        return tf.raw_ops.ResourceScatterUpdate(resource=variable.handle, indices=indices,
+                                                updates=values)
+    return tf.compat.v1.scatter_update(variable, indices, values)
+
+
+def _is_resource(variable):
+    return isinstance(variable, tf.Variable) and getattr(variable, "handle", None) is not None \
+        and variable.handle.dtype == tf.resource
 
 
 def assign(variable, source, table=None, *, rows=None, chunk_rows=None, **load_kwargs):
@@ -156,13 +173,29 @@ def assign(variable, source, table=None, *, rows=None, chunk_rows=None, **load_k
     src = Source.resolve(source, **_connect_kwargs(load_kwargs))
     desc = src.describe(table)
     begin = _check_shape(variable, src, desc, rows)
+    read_kwargs = _read_kwargs(load_kwargs)
     for part, first in _partitions(variable):
-        np_dtype, want = _np_dtype(part)
+        np_dtype, _ = _np_dtype(part)
         chunk = _chunk_rows(chunk_rows, desc["dim"], np.dtype(np_dtype).itemsize)
-        for off, arr in _chunks(src, table, begin + first, int(part.shape[0]), chunk, want,
-                                **load_kwargs):
-            part[off:off + len(arr)].assign(arr)
+        start = begin + first
+        for off, arr in _chunks_into(src, table, desc, start, start + int(part.shape[0]), chunk,
+                                     np_dtype, **read_kwargs):
+            _scatter_rows(part, off, arr)
     return variable
+
+
+def _read_kwargs(load_kwargs):
+    """The keyword arguments of embstore.load that reading rows takes (streams, timeout, verify,
+    progress, local); anything else is a mistake worth naming."""
+    allowed = {"streams", "timeout", "verify", "progress", "local"}
+    extra = set(load_kwargs) - allowed
+    if extra:
+        raise InvalidArgumentError(f"unexpected arguments {sorted(extra)}; embstore.tf loads take "
+                                   f"{sorted(allowed)} and the connection keywords")
+    out = dict(load_kwargs)
+    if out.get("timeout") is None:
+        out.pop("timeout", None)
+    return out
 
 
 def _connect_kwargs(kwargs):
@@ -188,18 +221,23 @@ class _Feeder:
         self.np_dtype = np_dtype
         with tf.compat.v1.name_scope("embstore_init"):
             self.begin = tf.compat.v1.placeholder(tf.int64, [], name="begin")
-            self.end = tf.compat.v1.placeholder(tf.int64, [], name="end")
             self.values = tf.compat.v1.placeholder(variable.dtype.base_dtype,
                                                    [None] + variable.shape.as_list()[1:],
                                                    name="values")
-            self.op = variable[self.begin:self.end].assign(self.values).op
+            self.op = _scatter_rows(variable, self.begin, self.values)
+            if not isinstance(self.op, tf.Operation):
+                self.op = self.op.op
 
     def run(self, session, src, table, first_row, chunk_rows, **load_kwargs):
         rows = int(self.variable.shape[0])
+        desc = src.describe(table)
         chunk = _chunk_rows(chunk_rows, int(self.variable.shape[1]),
                             np.dtype(self.np_dtype).itemsize)
-        for off, arr in _chunks(src, table, first_row, rows, chunk, self.load_dtype, **load_kwargs):
-            session.run(self.op, {self.begin: off, self.end: off + len(arr), self.values: arr})
+        # The fed arrays are 64-byte aligned, so the session takes them without a copy; the
+        # scatter copies each row into the variable. Reading the next chunk overlaps the write.
+        for off, arr in _chunks_into(src, table, desc, first_row, first_row + rows, chunk,
+                                     self.np_dtype, **_read_kwargs(load_kwargs)):
+            session.run(self.op, {self.begin: off, self.values: arr})
 
 
 def _specs(mapping):
@@ -346,7 +384,9 @@ def _install_loading_initializer(owner, part, first, load, chunk_rows):
                 values = tf.numpy_function(lambda off=off, n=n: fetch(off, n), [],
                                            part.dtype.base_dtype, stateful=True, name="load")
             values.set_shape([n] + dims)
-            last = part[off:off + n].assign(values).op
+            last = _scatter_rows(part, off, values)
+            if not isinstance(last, tf.Operation):
+                last = last.op
         part._initializer_op = tf.group(last, name="initializer")
     installed[part.name] = (owner, own_init)
 
@@ -461,8 +501,10 @@ class Initializer(_KerasInitializer):
             raise InvalidArgumentError(
                 f"layer asks for a {list(shape)} weight, but {_table_label(src, desc)} rows "
                 f"[{begin}, {end}) are {want}")
-        arr = _load(src, self.table, rows=(begin, end), **load_kwargs)
-        return tf.convert_to_tensor(arr, dtype=dtype)
+        load_dtype = {tf.float32: "float32", tf.float16: "float16",
+                      tf.bfloat16: "bfloat16"}.get(dtype, "float32")
+        arr = _load(src, self.table, rows=(begin, end), dtype=load_dtype, **load_kwargs)
+        return _tensor_sharing(arr, dtype)
 
     def get_config(self):
         source = self.source.location if isinstance(self.source, Source) else self.source
@@ -472,6 +514,18 @@ class Initializer(_KerasInitializer):
     @classmethod
     def from_config(cls, config):
         return cls(config["source"], config.get("table"), config.get("rows"))
+
+
+def _tensor_sharing(arr, dtype):
+    """A tensor over `arr`'s memory (DLPack, no copy; the tensor keeps the array alive), so the
+    weight Keras makes from it is the one copy of the table. Falls back to a copy where DLPack
+    cannot carry the dtype (numpy has no DLPack bfloat16)."""
+    if arr.dtype == dtype.as_numpy_dtype and arr.dtype != np.dtype(tf.bfloat16.as_numpy_dtype):
+        try:
+            return tf.experimental.dlpack.from_dlpack(arr.__dlpack__())
+        except (AttributeError, TypeError, ValueError, tf.errors.OpError):
+            pass
+    return tf.convert_to_tensor(arr, dtype=dtype)
 
 
 def dataset(source, table=None, *, rows=None, batch_rows=None, with_keys=False, dtype="float32",
