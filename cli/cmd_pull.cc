@@ -1,18 +1,23 @@
 // `embstore pull --from TARGET --table NAME --out OUT.npy|OUT.emb`: downloads a table (or a row
 // range) with parallel verified streams, or copies it from the local file when the server's file
-// is on this host. The output is written atomically. With --manifest, the table is split by row
-// ranges across several servers (docs/DEPLOY.md, "Sharded tables") and the shards load in parallel.
-#include <fcntl.h>
-#include <sys/mman.h>
-#include <unistd.h>
-
+// is on this host. With --manifest, the table is split by row ranges across several servers
+// (docs/DEPLOY.md, "Sharded tables") and the shards load in parallel. Either way the rows come
+// from one client::RowSource, in windows of about 64 MiB written to the output while the next
+// window downloads: memory stays at two windows whatever the table's size. The output is written
+// atomically.
 #include <algorithm>
+#include <atomic>
 #include <charconv>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <future>
+#include <optional>
+#include <vector>
 
 #include "client_flags.h"
 #include "command.h"
+#include "embstore/client/row_source.h"
 #include "embstore/client/sharded.h"
 #include "embstore/common/atomic_file.h"
 #include "embstore/store/format.h"
@@ -61,150 +66,72 @@ Status ParseRows(const std::string& spec, std::uint64_t rows, std::uint64_t* beg
   return Status::OK();
 }
 
-// A read-write mapping of `bytes` bytes of file `fd` from offset 0, or anonymous memory.
-class Buffer {
+// Where pulled rows go: the output file, written as windows of rows arrive.
+class Sink {
  public:
-  static Result<Buffer> Map(int fd, std::uint64_t bytes, const std::string& what) {
-    Buffer b;
-    b.size_ = bytes;
-    if (bytes == 0) return b;
-    // Reserve the file's blocks before mapping them: a store through a shared mapping that
-    // finds the disk full has no error to return and kills the process with SIGBUS, while
-    // posix_fallocate reports ENOSPC here, before any data moves.
-    if (fd >= 0) {
-      int err = ::posix_fallocate(fd, 0, static_cast<off_t>(bytes));
-      if (err != 0) {
-        return Status::FromErrno("reserve " + std::to_string(bytes) + " bytes for '" + what + "'",
-                                 err);
-      }
-    }
-    void* p = fd >= 0 ? ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                      : ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE,
-                               MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-    if (p == MAP_FAILED) return Status::FromErrno("map '" + what + "'", errno);
-    b.data_ = static_cast<std::byte*>(p);
-    return b;
+  virtual ~Sink() = default;
+  virtual Status Write(std::span<const std::byte> rows) = 0;
+  virtual Status Finish(client::RowSource& src, std::uint64_t begin, std::uint64_t end) = 0;
+};
+
+// .npy: the header, then the rows as they are.
+class NpySink final : public Sink {
+ public:
+  static Result<std::unique_ptr<NpySink>> Create(const PullArgs& a, bool f32, std::uint64_t rows,
+                                                 std::uint64_t dim) {
+    EMBSTORE_ASSIGN_OR_RETURN(auto file, AtomicFile::Create(a.out, a.force));
+    EMBSTORE_RETURN_NOT_OK(file->Append(store::NpyHeader(f32 ? "<f4" : "<f2", rows, dim)));
+    return std::unique_ptr<NpySink>(new NpySink(std::move(file)));
   }
-  Buffer() = default;
-  Buffer(Buffer&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr; }
-  ~Buffer() {
-    if (data_) ::munmap(data_, size_);
-  }
-  std::span<std::byte> span(std::uint64_t offset = 0) {
-    return {data_ + offset, static_cast<std::size_t>(size_ - offset)};
+  Status Write(std::span<const std::byte> rows) override { return file_->Append(rows); }
+  Status Finish(client::RowSource&, std::uint64_t, std::uint64_t) override {
+    return file_->Commit();
   }
 
  private:
-  std::byte* data_ = nullptr;
-  std::uint64_t size_ = 0;
+  explicit NpySink(std::unique_ptr<AtomicFile> f) : file_(std::move(f)) {}
+  std::unique_ptr<AtomicFile> file_;
 };
 
-// --manifest: the shards of one logical table, loaded in parallel from their servers.
-// The load options both kinds of pull share. BF16 rows become f32 for .npy, which has no
-// bfloat16 (`to_f32`). Progress goes to `progress`.
-client::LoadOptions LoadOptionsFor(const PullArgs& a, std::uint64_t begin, std::uint64_t end,
-                                   bool to_f32, Progress* progress) {
-  client::LoadOptions lo;
-  lo.begin_row = begin;
-  lo.end_row = end;
-  lo.streams = a.streams;
-  lo.allow_local = !a.no_local;
-  lo.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
-  lo.to_f32 = to_f32;
-  lo.progress = [progress](std::uint64_t done, std::uint64_t total) {
-    progress->Update(done, total);
-    return true;
-  };
-  return lo;
-}
-
-int PullManifest(const PullArgs& a, bool npy) {
-  auto m = client::ReadShardManifest(a.manifest);
-  if (!m.ok()) return ReportError("pull", m.status());
-  auto opts = ToConnectOptions(a.client);
-  if (!opts.ok()) return ReportError("pull", opts.status());
-  auto t = client::ShardedTable::Open(*m, *opts);
-  if (!t.ok()) return ReportError("pull", t.status());
-  client::ShardedTable& table = **t;
-  std::uint64_t begin, end;
-  Status st = ParseRows(a.rows, m->rows, &begin, &end);
-  if (!st.ok()) return ReportError("pull", st);
-  Progress progress("pull " + m->table);
-  client::LoadOptions lo = LoadOptionsFor(a, begin, end, npy && m->dtype == store::DType::kBF16,
-                                          &progress);
-  lo.on_event = [&](const client::LoadEvent& e) {
-    if (e.kind == client::LoadEvent::Kind::kLocal) return;
-    progress.Finish();
-    std::fprintf(stderr, "embstore pull: %s\n", e.message.c_str());
-  };
-  auto need = table.OutputBytes(lo);
-  if (!need.ok()) return ReportError("pull", need.status());
-  // For .emb: the block size and whether every shard has keys.
-  std::uint64_t block_rows = 0;
-  bool keys = false;
-  if (!npy) {
-    auto descs = table.DescribeShards();
-    if (!descs.ok()) return ReportError("pull", descs.status());
-    keys = !a.no_keys;
-    for (const auto& d : *descs) {
-      block_rows = std::max(block_rows, d.block_rows);
-      keys = keys && d.has_keys;
-    }
-  }
-
-  auto file = AtomicFile::Create(a.out, a.force);
-  if (!file.ok()) return ReportError("pull", file.status());
-  Result<client::ShardedLoadStats> stats = Status::Internal("not loaded");
-  if (npy) {
-    std::string header = store::NpyHeader(
-        lo.to_f32 || m->dtype == store::DType::kF32 ? "<f4" : "<f2", end - begin, m->dim);
-    auto buf = Buffer::Map((*file)->fd(), header.size() + *need, (*file)->temp_path());
-    if (!buf.ok()) return ReportError("pull", buf.status());
-    std::memcpy(buf->span().data(), header.data(), header.size());
-    stats = table.Load(buf->span(header.size()), lo);
-    progress.Finish();
-    if (!stats.ok()) return ReportError("pull", stats.status());
-    st = (*file)->Commit();
-    if (!st.ok()) return ReportError("pull", st);
-  } else {
-    auto buf = Buffer::Map(-1, *need, "memory for " + m->table);
-    if (!buf.ok()) return ReportError("pull", buf.status());
-    stats = table.Load(buf->span(), lo);
-    progress.Finish();
-    if (!stats.ok()) return ReportError("pull", stats.status());
-    (*file)->Abort();
+// .emb: a table file of the same dtype, block size, keys and user metadata, written by the
+// streaming writer (which checksums each block again as the rows go by).
+class TableSink final : public Sink {
+ public:
+  static Result<std::unique_ptr<TableSink>> Create(const PullArgs& a, const client::TableDesc& d,
+                                                   const std::string& from) {
     store::WriterOptions wo;
-    wo.dtype = m->dtype;
-    wo.dim = m->dim;
-    if (block_rows > 0) wo.block_rows = block_rows;
+    wo.dtype = d.dtype;
+    wo.dim = d.dim;
+    wo.block_rows = d.block_rows;
     wo.overwrite = a.force;
-    wo.with_keys = keys;
-    wo.creator =
-        "embstore " + std::string(store::EmbstoreVersion()) + " pull --manifest " + a.manifest;
-    auto w = store::TableWriter::Create(a.out, wo);
-    Status ws = w.status();
-    if (ws.ok()) ws = (*w)->AppendRows(buf->span());
-    if (ws.ok() && keys) {
-      auto k = table.Keys(begin, end);
-      ws = k.status();
-      for (std::size_t i = 0; ws.ok() && k.ok() && i < k->size(); ++i) {
-        ws = (*w)->AppendKey((*k)[i]);
-      }
-    }
-    if (ws.ok()) ws = (*w)->Finish();
-    if (!ws.ok()) return ReportError("pull", ws);
+    wo.with_keys = d.has_keys && !a.no_keys;
+    wo.metadata = d.metadata;
+    wo.creator = "embstore " + std::string(store::EmbstoreVersion()) + " pull from " + from;
+    EMBSTORE_ASSIGN_OR_RETURN(auto w, store::TableWriter::Create(a.out, wo));
+    return std::unique_ptr<TableSink>(new TableSink(std::move(w), wo.with_keys));
   }
-  double gbps = stats->seconds > 0 ? stats->bytes / stats->seconds / 1e9 : 0;
-  std::printf(
-      "pulled %s rows [%llu, %llu) x %llu %s from %zu of %zu shards: %.1f MB in %.2f s "
-      "(%.2f GB/s), %d resumes, %d retries of unreachable servers, %d refetched chunks "
-      "-> %s\n",
-      m->table.c_str(), static_cast<unsigned long long>(begin),
-      static_cast<unsigned long long>(end), static_cast<unsigned long long>(m->dim),
-      lo.to_f32 ? "F32" : std::string(store::DTypeName(m->dtype)).c_str(), stats->shards.size(),
-      m->shards.size(), stats->bytes / 1e6, stats->seconds, gbps, stats->resumes,
-      stats->unreachable_retries, stats->bad_chunks, a.out.c_str());
-  return kExitOk;
+  Status Write(std::span<const std::byte> rows) override { return writer_->AppendRows(rows); }
+  Status Finish(client::RowSource& src, std::uint64_t begin, std::uint64_t end) override {
+    // Keys in slices, so a table of millions of keys never holds them all twice.
+    constexpr std::uint64_t kSlice = 1 << 16;
+    for (std::uint64_t r = begin; keys_ && r < end; r += kSlice) {
+      EMBSTORE_ASSIGN_OR_RETURN(auto keys, src.Keys(r, std::min(end, r + kSlice)));
+      for (const auto& k : keys) EMBSTORE_RETURN_NOT_OK(writer_->AppendKey(k));
+    }
+    return writer_->Finish();
+  }
+
+ private:
+  TableSink(std::unique_ptr<store::TableWriter> w, bool keys) : writer_(std::move(w)), keys_(keys) {}
+  std::unique_ptr<store::TableWriter> writer_;
+  bool keys_;
+};
+
+// Rows per window: about 64 MiB, whole checksum blocks, so each window is verified on its own.
+std::uint64_t WindowRows(const client::TableDesc& d, std::uint64_t out_row_bytes) {
+  const std::uint64_t br = std::max<std::uint64_t>(1, d.block_rows);
+  const std::uint64_t blocks = std::max<std::uint64_t>(1, (64u << 20) / (br * out_row_bytes));
+  return blocks * br;
 }
 
 int Pull(const PullArgs& a) {
@@ -214,95 +141,139 @@ int Pull(const PullArgs& a) {
     return ReportError("pull",
                        Status::InvalidArgument("--out '" + a.out + "' must end in .npy or .emb"));
   }
-  if (!a.manifest.empty()) return PullManifest(a, npy);
-  if (a.client.target.empty() || a.table.empty()) {
+  if (a.manifest.empty() && (a.client.target.empty() || a.table.empty())) {
     return ReportError(
         "pull", Status::InvalidArgument("give --from TARGET and --table NAME, or --manifest FILE"));
   }
-  auto opts = ToConnectOptions(a.client);
-  if (!opts.ok()) return ReportError("pull", opts.status());
-  auto c = client::Client::Connect(*opts);
-  if (!c.ok()) return ReportError("pull", c.status());
-  client::Client& cl = **c;
-  auto desc = cl.Describe(a.table);
-  if (!desc.ok()) return ReportError("pull", desc.status());
+  auto connect = ToConnectOptions(a.client);
+  if (!connect.ok()) return ReportError("pull", connect.status());
+  auto opened = a.manifest.empty()
+                    ? client::OpenServerSource(*connect, a.table, !a.no_local)
+                    // .npy needs only the manifest's shape: shards are contacted (and waited for,
+                    // when a server is restarting) as their rows are read. .emb needs every
+                    // shard's keys and block size first.
+                    : client::OpenShardedSource(a.manifest, *connect, !a.no_local,
+                                                /*describe_shards=*/emb);
+  if (!opened.ok()) return ReportError("pull", opened.status());
+  client::RowSource& src = **opened;
+  const client::TableDesc& desc = src.desc();
   std::uint64_t begin, end;
-  Status st = ParseRows(a.rows, desc->rows, &begin, &end);
+  Status st = ParseRows(a.rows, desc.rows, &begin, &end);
   if (!st.ok()) return ReportError("pull", st);
 
-  Progress progress("pull " + a.table);
-  client::LoadOptions lo = LoadOptionsFor(a, begin, end, npy && desc->dtype == store::DType::kBF16,
-                                          &progress);
-  lo.on_event = [&](const client::LoadEvent& e) {
+  // .npy has no bfloat16: BF16 rows become f32 there.
+  const bool to_f32 = npy && desc.dtype == store::DType::kBF16;
+  const std::uint64_t out_row = to_f32 ? desc.dim * 4 : desc.row_bytes;
+  std::unique_ptr<Sink> sink;
+  if (npy) {
+    auto s = NpySink::Create(a, to_f32 || desc.dtype == store::DType::kF32, end - begin, desc.dim);
+    if (!s.ok()) return ReportError("pull", s.status());
+    sink = std::move(s).value();
+  } else {
+    auto s = TableSink::Create(a, desc, a.manifest.empty() ? a.client.target : a.manifest);
+    if (!s.ok()) return ReportError("pull", s.status());
+    sink = std::move(s).value();
+  }
+
+  Progress progress("pull " + desc.name);
+  client::ReadOptions ro;
+  ro.streams = a.streams;
+  ro.to_f32 = to_f32;
+  ro.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  ro.on_event = [&](const client::LoadEvent& e) {
     if (e.kind == client::LoadEvent::Kind::kLocal) return;
     progress.Finish();
     std::fprintf(stderr, "embstore pull: stream %d %s at row %llu: %s\n", e.stream,
                  e.kind == client::LoadEvent::Kind::kResume ? "resumes" : "refetches",
                  static_cast<unsigned long long>(e.row), e.message.c_str());
   };
-  auto need = client::Client::OutputBytes(*desc, lo);
-  if (!need.ok()) return ReportError("pull", need.status());
+  const std::uint64_t total = (end - begin) * out_row;
+  const auto start = std::chrono::steady_clock::now();
+  const std::optional<std::chrono::steady_clock::time_point> deadline =
+      a.timeout_s > 0 ? std::optional(start + ro.timeout) : std::nullopt;
 
-  auto file = AtomicFile::Create(a.out, a.force);
-  if (!file.ok()) return ReportError("pull", file.status());
-  Result<client::LoadStats> stats = Status::Internal("not loaded");
-  if (npy) {
-    // Load straight into the output file's pages: no second copy of the table in memory.
-    std::string header = store::NpyHeader(
-        lo.to_f32 || desc->dtype == store::DType::kF32 ? "<f4" : "<f2", end - begin, desc->dim);
-    auto buf = Buffer::Map((*file)->fd(), header.size() + *need, (*file)->temp_path());
-    if (!buf.ok()) return ReportError("pull", buf.status());
-    std::memcpy(buf->span().data(), header.data(), header.size());
-    stats = cl.Load(a.table, buf->span(header.size()), lo);
-  } else {
-    auto buf = Buffer::Map(-1, *need, "memory for " + a.table);
-    if (!buf.ok()) return ReportError("pull", buf.status());
-    stats = cl.Load(a.table, buf->span(), lo);
-    if (stats.ok()) {
-      // Re-encode as a table file: same dtype, block size, keys and user metadata.
-      (*file)->Abort();
-      store::WriterOptions wo;
-      wo.dtype = desc->dtype;
-      wo.dim = desc->dim;
-      wo.block_rows = desc->block_rows;
-      wo.overwrite = a.force;
-      wo.with_keys = desc->has_keys && !a.no_keys;
-      wo.metadata = desc->metadata;
-      wo.creator =
-          "embstore " + std::string(store::EmbstoreVersion()) + " pull from " + a.client.target;
-      auto w = store::TableWriter::Create(a.out, wo);
-      Status ws = w.status();
-      if (ws.ok()) ws = (*w)->AppendRows(buf->span());
-      if (ws.ok() && wo.with_keys) {
-        auto keys = cl.Keys(a.table, begin, end);
-        ws = keys.status();
-        for (std::size_t i = 0; ws.ok() && keys.ok() && i < keys->size(); ++i) {
-          ws = (*w)->AppendKey((*keys)[i]);
+  // Windows of rows go from the source into one of two buffers while the other is written to
+  // the output, so the download and the writing overlap and memory stays at two windows, not
+  // the table.
+  const std::uint64_t window = WindowRows(desc, out_row);
+  std::vector<std::byte> bufs[2];
+  client::LoadStats sum;
+  std::future<Status> writing;
+  for (std::uint64_t r = begin, k = 0; r < end || writing.valid(); ++k) {
+    Status read_status;
+    std::uint64_t e = std::min(end, r + window);
+    if (r < end) {
+      std::vector<std::byte>& buf = bufs[k % 2];
+      buf.resize((e - r) * out_row);
+      client::ReadOptions w = ro;
+      if (deadline) {
+        w.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
+            *deadline - std::chrono::steady_clock::now());
+        if (w.timeout.count() <= 0) {
+          read_status = Status::DeadlineExceeded("pull of table '" + desc.name +
+                                                 "' passed its --timeout");
         }
       }
-      if (ws.ok()) ws = (*w)->Finish();
-      if (!ws.ok()) return ReportError("pull", ws);
+      const std::uint64_t base = (r - begin) * out_row;
+      w.progress = [&, base](std::uint64_t done, std::uint64_t) {
+        progress.Update(base + done, total);
+        return true;
+      };
+      if (read_status.ok()) {
+        auto stats = src.CopyRows(r, e, buf, w);
+        read_status = stats.status();
+        if (stats.ok()) {
+          sum.bytes += stats->bytes;
+          sum.wire_bytes += stats->wire_bytes;
+          sum.resumes += stats->resumes;
+          sum.bad_chunks += stats->bad_chunks;
+          sum.streams = std::max(sum.streams, stats->streams);
+          sum.local = stats->local;
+        }
+      }
     }
+    // The previous window has been written meanwhile (or failed).
+    Status write_status = writing.valid() ? writing.get() : Status::OK();
+    if (!write_status.ok() || !read_status.ok()) {
+      progress.Finish();
+      return ReportError("pull", !write_status.ok() ? write_status : read_status);
+    }
+    if (r < end) {
+      std::span<const std::byte> rows = bufs[k % 2];
+      writing = std::async(std::launch::async, [&sink, rows] {
+        Status ws = sink->Write(rows);
+        return ws;
+      });
+    }
+    r = e;
   }
+  st = sink->Finish(src, begin, end);
   progress.Finish();
-  if (!stats.ok()) return ReportError("pull", stats.status());
-  if (npy) {
-    st = (*file)->Commit();
-    if (!st.ok()) return ReportError("pull", st);
+  if (!st.ok()) return ReportError("pull", st);
+  const double seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  std::string how;
+  if (!a.manifest.empty()) {
+    // Which shards held the rows: from the manifest the source read.
+    auto m = client::ReadShardManifest(a.manifest);
+    std::size_t used = 0;
+    for (const auto& sh : m.ok() ? m->shards : std::vector<client::ShardSpec>()) {
+      used += sh.begin < end && begin < sh.end;
+    }
+    how = " from " + std::to_string(used) + " of " +
+          std::to_string(m.ok() ? m->shards.size() : 0) + " shards";
   }
-  double gbps = stats->seconds > 0 ? stats->bytes / stats->seconds / 1e9 : 0;
   std::printf(
-      "pulled %s rows [%llu, %llu) x %llu %s: %.1f MB in %.2f s (%.2f GB/s), %s, "
+      "pulled %s rows [%llu, %llu) x %llu %s%s: %.1f MB in %.2f s (%.2f GB/s), %s, "
       "%d resumes, %d refetched chunks -> %s\n",
-      a.table.c_str(), static_cast<unsigned long long>(begin), static_cast<unsigned long long>(end),
-      static_cast<unsigned long long>(desc->dim),
-      lo.to_f32 ? "F32" : std::string(store::DTypeName(desc->dtype)).c_str(), stats->bytes / 1e6,
-      stats->seconds, gbps,
-      stats->local
-          ? "local file"
-          : (std::to_string(stats->streams) + (stats->streams == 1 ? " stream" : " streams"))
-                .c_str(),
-      stats->resumes, stats->bad_chunks, a.out.c_str());
+      desc.name.c_str(), static_cast<unsigned long long>(begin),
+      static_cast<unsigned long long>(end), static_cast<unsigned long long>(desc.dim),
+      to_f32 ? "F32" : std::string(store::DTypeName(desc.dtype)).c_str(), how.c_str(),
+      total / 1e6, seconds, seconds > 0 ? total / seconds / 1e9 : 0.0,
+      sum.local ? "local file"
+                : (std::to_string(sum.streams) + (sum.streams == 1 ? " stream" : " streams"))
+                      .c_str(),
+      sum.resumes, sum.bad_chunks, a.out.c_str());
   return kExitOk;
 }
 

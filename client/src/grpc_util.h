@@ -5,8 +5,10 @@
 #include <grpcpp/grpcpp.h>
 
 #include <chrono>
+#include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "embstore/client/client.h"
 #include "embstore/v1/embstore.grpc.pb.h"
@@ -41,6 +43,22 @@ struct Client::Impl {
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
     return grpc::CreateCustomChannel(target, creds, args);
   }
+
+  // The connection of parallel stream `index`, kept for later loads of this client (a chunked
+  // load makes one Load() per chunk). `fresh` replaces it with a new connection, after a failure
+  // (gRPC's reconnect backoff on the old one would otherwise delay the retry).
+  std::shared_ptr<grpc::Channel> StreamChannel(const std::string& target, int index, bool fresh) {
+    std::lock_guard<std::mutex> lock(stream_channels_mu);
+    if (stream_channels.size() <= static_cast<std::size_t>(index)) {
+      stream_channels.resize(index + 1);
+    }
+    auto& c = stream_channels[index];
+    if (!c || fresh) c = NewChannel(target);
+    return c;
+  }
+
+  std::mutex stream_channels_mu;
+  std::vector<std::shared_ptr<grpc::Channel>> stream_channels;
 };
 
 }  // namespace embstore::client

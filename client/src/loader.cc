@@ -220,7 +220,7 @@ bool Loader::SleepBackoff(int attempt) {
 }
 
 Status Loader::Stream(int index, Part part) {
-  auto channel = client_.impl_->NewChannel(client_.options_.target);
+  auto channel = client_.impl_->StreamChannel(client_.options_.target, index, /*fresh=*/false);
   auto stub = std::make_unique<grpc::GenericStub>(channel);
   std::vector<std::byte> scratch;
   const std::uint64_t out_row_bytes = o_.to_f32 ? desc_.dim * 4 : desc_.row_bytes;
@@ -234,7 +234,7 @@ Status Loader::Stream(int index, Part part) {
     if (!first_attempt) {
       // A fresh connection: gRPC's own reconnect backoff on the old channel (a second or more)
       // would otherwise override ours.
-      channel = client_.impl_->NewChannel(client_.options_.target);
+      channel = client_.impl_->StreamChannel(client_.options_.target, index, /*fresh=*/true);
       stub = std::make_unique<grpc::GenericStub>(channel);
       ++resumes_;
       std::lock_guard<std::mutex> lock(mu_);

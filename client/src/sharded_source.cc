@@ -73,10 +73,13 @@ class ShardedSource final : public RowSource {
 
 Result<std::unique_ptr<RowSource>> OpenShardedSource(const std::string& manifest_path,
                                                      const ConnectOptions& connect,
-                                                     bool allow_local) {
+                                                     bool allow_local, bool describe_shards) {
   EMBSTORE_ASSIGN_OR_RETURN(auto manifest, ReadShardManifest(manifest_path));
   EMBSTORE_ASSIGN_OR_RETURN(auto table, ShardedTable::Open(std::move(manifest), connect));
-  EMBSTORE_ASSIGN_OR_RETURN(auto shards, table->DescribeShards());
+  std::vector<TableDesc> shards;
+  if (describe_shards) {
+    EMBSTORE_ASSIGN_OR_RETURN(shards, table->DescribeShards());
+  }
   return std::unique_ptr<RowSource>(
       new ShardedSource(manifest_path, std::move(table), allow_local, shards));
 }

@@ -88,11 +88,16 @@ Result<std::unique_ptr<RowSource>> OpenServerSource(const ConnectOptions& connec
                                                     const std::string& table,
                                                     bool allow_local = true);
 
-// The logical table of the shard manifest at `manifest_path`, every shard described and checked
-// against the manifest now. `connect` gives TLS, token and timeouts (each shard has its target).
+// The logical table of the shard manifest at `manifest_path`. `connect` gives TLS, token and
+// timeouts (each shard has its target). With `describe_shards`, every shard is described and
+// checked against the manifest now, which fills desc().has_keys, block_rows and key_bytes (and
+// fails if a shard's server is down); without it, nothing is contacted until rows are read, and
+// CopyRows waits for a shard whose server is restarting (ShardedTable::Load), so rows of the
+// shards that are up can be read while another is down.
 Result<std::unique_ptr<RowSource>> OpenShardedSource(const std::string& manifest_path,
                                                      const ConnectOptions& connect,
-                                                     bool allow_local = true);
+                                                     bool allow_local = true,
+                                                     bool describe_shards = true);
 
 }  // namespace embstore::client
 
