@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_util.h"
+#include "embstore/proto/row_chunk_codec.h"
 #include <sstream>
 #include <string>
 #include <thread>
@@ -74,48 +75,22 @@ using embstore::bench::Rss;
 
 // ---- the pull client -------------------------------------------------------------------------
 
-// Reads the protobuf encoding of a RowChunk across the slices of a ByteBuffer, without copying.
-class SliceCursor {
+// Hands out the payload of a decoded RowChunk (pieces of gRPC's slices) in order, as a stream.
+class PayloadCursor {
  public:
-  explicit SliceCursor(const std::vector<grpc::Slice>& slices) : slices_(slices) {}
-  bool AtEnd() {
-    Settle();
-    return i_ >= slices_.size();
-  }
-  bool Byte(std::uint8_t* b) {
-    Settle();
-    if (i_ >= slices_.size()) return false;
-    *b = slices_[i_].begin()[off_++];
-    return true;
-  }
-  bool Varint(std::uint64_t* v) {
-    *v = 0;
-    for (int shift = 0; shift < 64; shift += 7) {
-      std::uint8_t b;
-      if (!Byte(&b)) return false;
-      *v |= static_cast<std::uint64_t>(b & 0x7f) << shift;
-      if (!(b & 0x80)) return true;
-    }
-    return false;
-  }
-  bool Fixed64(std::uint64_t* v) {
-    *v = 0;
-    for (int i = 0; i < 8; ++i) {
-      std::uint8_t b;
-      if (!Byte(&b)) return false;
-      *v |= static_cast<std::uint64_t>(b) << (8 * i);
-    }
-    return true;
-  }
-  // Calls fn(ptr, len) over the next n bytes, slice piece by slice piece.
+  explicit PayloadCursor(const std::vector<embstore::wire::Piece>& pieces) : pieces_(pieces) {}
+  // Calls fn(ptr, len) over the next n bytes, piece by piece.
   template <typename Fn>
   bool Consume(std::uint64_t n, Fn fn) {
     while (n > 0) {
-      Settle();
-      if (i_ >= slices_.size()) return false;
-      const std::size_t avail = slices_[i_].size() - off_;
-      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(avail, n));
-      fn(slices_[i_].begin() + off_, take);
+      while (i_ < pieces_.size() && off_ >= pieces_[i_].size()) {
+        ++i_;
+        off_ = 0;
+      }
+      if (i_ >= pieces_.size()) return false;
+      const std::size_t take =
+          static_cast<std::size_t>(std::min<std::uint64_t>(pieces_[i_].size() - off_, n));
+      fn(pieces_[i_].data() + off_, take);
       off_ += take;
       n -= take;
     }
@@ -123,13 +98,7 @@ class SliceCursor {
   }
 
  private:
-  void Settle() {
-    while (i_ < slices_.size() && off_ >= slices_[i_].size()) {
-      ++i_;
-      off_ = 0;
-    }
-  }
-  const std::vector<grpc::Slice>& slices_;
+  const std::vector<embstore::wire::Piece>& pieces_;
   std::size_t i_ = 0, off_ = 0;
 };
 
@@ -155,7 +124,7 @@ class StreamVerifier {
 
   bool Check(std::uint64_t first_row, std::uint64_t row_count, std::uint64_t first_block,
              const std::vector<std::uint64_t>& sums, bool has_payload_sum,
-             std::uint64_t payload_sum, SliceCursor* cur, std::string* error) {
+             std::uint64_t payload_sum, PayloadCursor* cur, std::string* error) {
     XXH3_64bits_reset(whole_);
     std::uint64_t row = first_row;
     const std::uint64_t stop = first_row + row_count;
@@ -228,7 +197,8 @@ PullResult Pull(const std::string& target, const std::string& table, std::uint64
   cq.Next(&tag, &ok);
   StreamVerifier verifier;
   std::vector<grpc::Slice> slices;
-  std::vector<std::uint64_t> sums;
+  std::vector<embstore::wire::Piece> pieces;
+  embstore::wire::DecodedRowChunk chunk;
   for (;;) {
     grpc::ByteBuffer bb;
     call->Read(&bb, reinterpret_cast<void*>(3));
@@ -236,67 +206,31 @@ PullResult Pull(const std::string& target, const std::string& table, std::uint64
     if (!ok) break;
     slices.clear();
     (void)bb.Dump(&slices);
-    SliceCursor cur(slices);
-    std::uint64_t first_row = 0, row_count = 0, first_block = 0, payload_sum = 0;
-    bool has_payload_sum = false;
-    sums.clear();
-    while (!cur.AtEnd()) {
-      std::uint64_t tag_v, v;
-      if (!cur.Varint(&tag_v)) break;
-      const std::uint64_t field = tag_v >> 3, wt = tag_v & 7;
-      if (field == 15 && wt == 2) {
-        cur.Varint(&v);
-        r.bytes += v;
-        if (verify) {
-          if (!verifier.Check(first_row, row_count, first_block, sums, has_payload_sum, payload_sum,
-                              &cur, &r.error)) {
-            r.ok = false;
-            ctx.TryCancel();
-          }
-        } else {
-          cur.Consume(v, [](const std::uint8_t*, std::size_t) {});
-        }
-        continue;
-      }
-      if (wt == 0) {
-        cur.Varint(&v);
-        if (field == 1) first_row = v;
-        if (field == 2) row_count = v;
-        if (field == 3) first_block = v;
-      } else if (wt == 1) {
-        cur.Fixed64(&v);
-        if (field == 5) {
-          payload_sum = v;
-          has_payload_sum = true;
-        }
-      } else if (wt == 2) {
-        cur.Varint(&v);
-        if (field == 4) {
-          for (std::uint64_t i = 0; i < v / 8; ++i) {
-            std::uint64_t s;
-            cur.Fixed64(&s);
-            sums.push_back(s);
-          }
-        } else if (field == 7) {  // TableInfo: parse it (first chunk only, small)
-          std::string info;
-          cur.Consume(v, [&](const std::uint8_t* p, std::size_t n) {
-            info.append(reinterpret_cast<const char*>(p), n);
-          });
-          embstore::v1::TableInfo ti;
-          ti.ParseFromString(info);
-          verifier.row_bytes = ti.row_bytes();
-          verifier.block_rows = ti.block_rows();
-          verifier.rows = ti.rows();
-          verifier.begin = 0;  // the benchmark always pulls whole tables
-          verifier.end = ti.rows();
-        } else {
-          cur.Consume(v, [](const std::uint8_t*, std::size_t) {});
-        }
-      } else {
-        r.error = "unexpected wire type";
-        break;
+    pieces.clear();
+    for (const auto& slice : slices) pieces.emplace_back(slice.begin(), slice.size());
+    // The shared wire codec decodes the header; the payload stays in the slices.
+    if (!embstore::wire::DecodeRowChunk(pieces, &chunk, &r.error)) break;
+    const embstore::wire::RowChunkFields& f = chunk.fields;
+    if (!f.table_info.empty()) {  // the first chunk: the table's geometry, for the verifier
+      embstore::v1::TableInfo ti;
+      ti.ParseFromString(f.table_info);
+      verifier.row_bytes = ti.row_bytes();
+      verifier.block_rows = ti.block_rows();
+      verifier.rows = ti.rows();
+      verifier.begin = 0;  // the benchmark always pulls whole tables
+      verifier.end = ti.rows();
+    }
+    r.bytes += f.payload_size;
+    if (verify) {
+      PayloadCursor cur(chunk.payload);
+      if (!verifier.Check(f.first_row, f.row_count, f.first_block, f.block_checksums,
+                          f.payload_checksum.has_value(), f.payload_checksum.value_or(0), &cur,
+                          &r.error)) {
+        r.ok = false;
+        ctx.TryCancel();
       }
     }
+    const std::uint64_t row_count = f.row_count;
     r.rows += row_count;
   }
   grpc::Status status;

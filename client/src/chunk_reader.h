@@ -1,9 +1,7 @@
-// Private: reads a StreamRows call as raw gRPC byte buffers and decodes each RowChunk without
-// protobuf's copy of the payload. The payload stays in gRPC's receive slices until the loader
-// copies it once, straight to its final place in the caller's buffer.
-//
-// The decoder accepts any valid encoding of RowChunk (fields in any order, unknown fields
-// skipped), so it only relies on the .proto, not on how the server lays the message out.
+// Private: reads a StreamRows call as raw gRPC byte buffers and decodes each RowChunk with the
+// shared wire codec (embstore/proto/row_chunk_codec.h), without protobuf's copy of the payload.
+// The payload stays in gRPC's receive slices until the loader copies it once, straight to its
+// final place in the caller's buffer.
 #ifndef EMBSTORE_CLIENT_CHUNK_READER_H_
 #define EMBSTORE_CLIENT_CHUNK_READER_H_
 
@@ -18,28 +16,10 @@
 #include <string>
 #include <vector>
 
+#include "embstore/proto/row_chunk_codec.h"
 #include "embstore/v1/embstore.pb.h"
 
 namespace embstore::client::internal {
-
-// The fields of one RowChunk, with the payload as pieces of gRPC slices.
-struct RawChunk {
-  std::uint64_t first_row = 0;
-  std::uint64_t row_count = 0;
-  std::uint64_t first_block = 0;
-  std::vector<std::uint64_t> block_checksums;
-  std::optional<std::uint64_t> payload_checksum;
-  std::uint64_t content_id = 0;
-  std::uint64_t payload_size = 0;
-  std::vector<std::span<const std::uint8_t>> payload;  // views into the slices below
-
-  // Copies the payload to `dst` (payload_size bytes).
-  void CopyPayload(std::byte* dst) const;
-};
-
-// Decodes one RowChunk from `slices`. False (with `error` set) when the bytes are not a valid
-// encoding. The views in `out` point into `slices`, which must outlive them.
-bool DecodeRowChunk(const std::vector<grpc::Slice>& slices, RawChunk* out, std::string* error);
 
 // One server-streaming StreamRows call driven synchronously on its own completion queue.
 class RowStreamCall {
@@ -51,7 +31,7 @@ class RowStreamCall {
   // Reads the next chunk into `chunk` (its slices are kept until the next Read). False at the
   // end of the stream or on failure; then Finish() says which. `decode_error` is set when a
   // message arrived but did not decode.
-  bool Read(RawChunk* chunk, std::string* decode_error);
+  bool Read(wire::DecodedRowChunk* chunk, std::string* decode_error);
   grpc::Status Finish();
 
  private:
@@ -63,6 +43,7 @@ class RowStreamCall {
   bool finished_ = false;
   grpc::Status status_;
   std::vector<grpc::Slice> slices_;
+  std::vector<wire::Piece> pieces_;  // views of slices_
 };
 
 }  // namespace embstore::client::internal

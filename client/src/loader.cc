@@ -36,7 +36,7 @@ class StreamVerifier {
 
   // Adds a chunk (header already checked) whose raw bytes are `payload`; returns the row up to
   // which the request's rows are now verified, or Corruption.
-  Result<std::uint64_t> Add(const internal::RawChunk& c, std::span<const std::byte> payload);
+  Result<std::uint64_t> Add(const wire::RowChunkFields& c, std::span<const std::byte> payload);
 
  private:
   const TableDesc& desc_;
@@ -61,12 +61,12 @@ class Loader {
 
   Status Stream(int index, Part part);
   // Checks a chunk's header against the table: sizes, version, checksum block numbering.
-  Status CheckChunk(const internal::RawChunk& c) const;
+  Status CheckChunk(const wire::RowChunkFields& c) const;
   // Copies (or converts) verified rows to their place in the caller's buffer.
   void Place(std::uint64_t first_row, std::span<const std::byte> payload);
   // Where a chunk's raw bytes land before verification: their final place in the caller's
   // buffer when no conversion follows, else `scratch`.
-  std::span<std::byte> Landing(const internal::RawChunk& c, std::vector<std::byte>* scratch);
+  std::span<std::byte> Landing(const wire::RowChunkFields& c, std::vector<std::byte>* scratch);
   void Fail(Status st);
   bool SleepBackoff(int attempt);  // false when cancelled or past the deadline
   std::optional<Clock::time_point> deadline() const { return deadline_; }
@@ -133,7 +133,7 @@ void Loader::Place(std::uint64_t first_row, std::span<const std::byte> payload) 
   }
 }
 
-Status Loader::CheckChunk(const internal::RawChunk& c) const {
+Status Loader::CheckChunk(const wire::RowChunkFields& c) const {
   const std::uint64_t f = c.first_row;
   const std::uint64_t n = c.row_count;
   auto where = [&] {
@@ -160,7 +160,7 @@ StreamVerifier::StreamVerifier(const TableDesc& desc, std::uint64_t begin, std::
 
 StreamVerifier::~StreamVerifier() { XXH3_freeState(state_); }
 
-Result<std::uint64_t> StreamVerifier::Add(const internal::RawChunk& c,
+Result<std::uint64_t> StreamVerifier::Add(const wire::RowChunkFields& c,
                                           std::span<const std::byte> payload) {
   const std::uint64_t br = desc_.block_rows;
   const std::uint64_t stop = c.first_row + c.row_count;
@@ -201,7 +201,7 @@ Result<std::uint64_t> StreamVerifier::Add(const internal::RawChunk& c,
   return verified_;
 }
 
-std::span<std::byte> Loader::Landing(const internal::RawChunk& c, std::vector<std::byte>* scratch) {
+std::span<std::byte> Loader::Landing(const wire::RowChunkFields& c, std::vector<std::byte>* scratch) {
   if (o_.to_f32 && desc_.dtype != store::DType::kF32) {
     scratch->resize(c.payload_size);
     return *scratch;
@@ -263,40 +263,40 @@ Status Loader::Stream(int index, Part part) {
     Status chunk_error;
     {
       internal::RowStreamCall call(stub.get(), &ctx, req);
-      internal::RawChunk chunk;
+      wire::DecodedRowChunk chunk;
       std::string decode_error;
       while (call.Read(&chunk, &decode_error)) {
-        wire_bytes_ += chunk.payload_size;
+        wire_bytes_ += chunk.fields.payload_size;
         if (o_.cancel && o_.cancel->cancelled()) {
           Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
           break;
         }
-        if (chunk.first_row != next || chunk.row_count == 0 || chunk.row_count > part.end - next) {
+        if (chunk.fields.first_row != next || chunk.fields.row_count == 0 || chunk.fields.row_count > part.end - next) {
           chunk_error = Status::Corruption("table '" + desc_.name + "': server sent rows from " +
-                                           std::to_string(chunk.first_row) + " (" +
-                                           std::to_string(chunk.row_count) + " rows) where row " +
+                                           std::to_string(chunk.fields.first_row) + " (" +
+                                           std::to_string(chunk.fields.row_count) + " rows) where row " +
                                            std::to_string(next) + " was due");
           break;
         }
-        chunk_error = CheckChunk(chunk);
+        chunk_error = CheckChunk(chunk.fields);
         if (!chunk_error.ok()) break;
         // One copy, from gRPC's receive buffers to where the rows belong, then verified there.
         // Rows that fail verification are overwritten by the refetch, or the load fails.
-        std::span<std::byte> landing = Landing(chunk, &scratch);
+        std::span<std::byte> landing = Landing(chunk.fields, &scratch);
         chunk.CopyPayload(landing.data());
-        auto now_verified = verifier.Add(chunk, landing);
+        auto now_verified = verifier.Add(chunk.fields, landing);
         if (!now_verified.ok()) {
           chunk_error = now_verified.status();
           break;
         }
         if (landing.data() == scratch.data()) Place(next, landing);
-        next += chunk.row_count;
+        next += chunk.fields.row_count;
         if (*now_verified > verified) {
           done_bytes_ += (*now_verified - verified) * out_row_bytes;
           verified = *now_verified;
           attempt = 0;
         }
-        if (o_.after_chunk) o_.after_chunk(index, chunk.first_row);
+        if (o_.after_chunk) o_.after_chunk(index, chunk.fields.first_row);
       }
       if (!decode_error.empty() && chunk_error.ok()) {
         chunk_error = Status::Corruption("table '" + desc_.name + "' from '" +

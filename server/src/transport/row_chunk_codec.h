@@ -1,9 +1,7 @@
-// Hand encoding of the embstore.v1.RowChunk header (docs/PROTOCOL.md, "Zero-copy chunks").
-//
-// A RowChunk on the wire is the protobuf encoding of every field but `payload`, followed by the
-// tag and length of `payload` (field 15, placed last) and then the payload bytes themselves. The
-// server encodes only the first two parts; the payload goes out straight from the mapping. The
-// concatenation is an ordinary RowChunk message that any protobuf parser reads.
+// The server's side of the RowChunk wire codec (proto/include/embstore/proto/row_chunk_codec.h):
+// a chunk view of the service turned into the header that precedes its payload, which goes out
+// straight from the mapping. The concatenation is an ordinary RowChunk message that any protobuf
+// parser reads.
 #ifndef EMBSTORE_SERVER_SRC_TRANSPORT_ROW_CHUNK_CODEC_H_
 #define EMBSTORE_SERVER_SRC_TRANSPORT_ROW_CHUNK_CODEC_H_
 
