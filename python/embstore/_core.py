@@ -326,7 +326,7 @@ def _check_keys(keys):
 
 
 def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="float32", copy=True,
-         streams=0, timeout=None, verify=True, progress=None, local=True, **connect):
+         streams=0, timeout=None, verify=True, progress=None, local=True, out=None, **connect):
     """Loads a table (or part of it) into a numpy array.
 
     source: a table file path, a store directory (with `table`), a server target ("host:port" or
@@ -346,6 +346,9 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     progress: callable(done_bytes, total_bytes), called a few times a second and once at the end,
         for every source; return False to cancel (CancelledError).
     local: read a server's table straight from its file when that file is on this host.
+    out: an existing C-contiguous, writable numpy array of the result's shape and dtype to fill
+        and return instead of a new one (reusing memory across loads saves the kernel's work of
+        handing out and zeroing fresh pages, a third of a fast network load's time).
     Connection keywords for servers: token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
     rpc_timeout, and load_balancing ("pick_first" or "round_robin", for a "dns:///" target that
     resolves to a pool of servers).
@@ -372,6 +375,8 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     if keys is not None:
         if rows is not None:
             raise InvalidArgumentError("give rows= or keys=, not both")
+        if out is not None:
+            raise InvalidArgumentError("out= fills row ranges; keys= returns a new array")
         keys = _check_keys(keys)
         if not desc["has_keys"]:
             raise InvalidArgumentError(
@@ -379,7 +384,10 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
                 f"so keys= cannot look rows up; load rows= instead")
         return _load_keys(src, tname, desc, keys, missing, out_dtype, how, verify, local)
     begin, end = _row_range(rows, desc["rows"])
-    out = aligned_empty((end - begin, desc["dim"]), out_dtype)
+    if out is None:
+        out = aligned_empty((end - begin, desc["dim"]), out_dtype)
+    else:
+        _check_out(out, (end - begin, desc["dim"]), out_dtype)
     kw = dict(streams=streams, timeout=timeout or 0.0, verify=verify, progress=progress,
               local=local)
     if how == "narrow":
@@ -387,6 +395,16 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     else:
         src.read_rows(tname, begin, end, out, how == "f32", **kw)
     return out
+
+
+def _check_out(out, shape, dtype):
+    if not isinstance(out, np.ndarray):
+        raise InvalidArgumentError(f"out= must be a numpy array, not {type(out).__name__}")
+    if out.shape != shape or out.dtype != dtype:
+        raise InvalidArgumentError(f"out= is {out.dtype}{list(out.shape)}; the load gives "
+                                   f"{np.dtype(dtype)}{list(shape)}")
+    if not (out.flags.c_contiguous and out.flags.writeable):
+        raise InvalidArgumentError("out= must be C-contiguous and writable")
 
 
 def _load_keys(src, table, desc, keys, missing, out_dtype, how, verify, local):

@@ -356,7 +356,7 @@ def _row_loader(variable, table, rows, source, load_kwargs):
 
 def _install_loading_initializer(owner, part, first, load, chunk_rows):
     """Makes `part`'s initializer run its own initializer, then load its rows of the table
-    chunk by chunk, each chunk fetched by a numpy_function and written by a sliced assign.
+    chunk by chunk, each chunk fetched by a numpy_function and written by a scatter update.
 
     Whatever initializes the variables (Scaffold's default init_op, global_variables_initializer)
     now loads the table, and a session that restores a checkpoint runs none of it. This is how

@@ -149,3 +149,21 @@ def test_a_header_byte_that_is_not_utf8_is_a_corruption_error(make_table_bin, tm
     path.write_bytes(bytes(data))
     with pytest.raises(embstore.errors.CorruptionError, match=r"t\.emb.*\\xff"):
         embstore.load(str(path))
+
+
+def test_out_reuses_the_callers_array_and_checks_it(srv):
+    path = str(srv.store / "kw.emb")
+    buf = embstore.aligned_empty((300, 8), np.float32)
+    for args, kw in _every_source(srv, "kw"):
+        buf[:] = -1
+        assert embstore.load(*args, out=buf, **kw) is buf
+        np.testing.assert_array_equal(buf, expected_matrix(300, 8))
+    part = np.zeros((10, 8), np.float32)
+    embstore.load(path, rows=(5, 15), out=part)
+    np.testing.assert_array_equal(part, expected_matrix(300, 8)[5:15])
+    for bad, match in [(np.zeros((299, 8), np.float32), r"float32\[299, 8\]"),
+                       (np.zeros((300, 8), np.float64), "float64"),
+                       (np.zeros((8, 300), np.float32).T, "C-contiguous"),
+                       ([0] * 10, "numpy array")]:
+        with pytest.raises(embstore.errors.InvalidArgumentError, match=match):
+            embstore.load(path, out=bad)
