@@ -23,7 +23,13 @@ import os
 import weakref
 
 import numpy as np
-import tensorflow as tf
+
+try:
+    import tensorflow as tf
+except ImportError as e:  # embstore itself works without TensorFlow; this module does not
+    raise ImportError(
+        "embstore.tf needs TensorFlow, which is not installed: pip install 'embstore[tensorflow]'"
+        " (or tensorflow-cpu)") from e
 
 from ._core import Source, _chunks_into, _row_range, load as _load
 from .errors import FailedPreconditionError, InvalidArgumentError

@@ -9,7 +9,12 @@
 """
 import os
 
-import torch
+try:
+    import torch
+except ImportError as e:  # embstore itself works without PyTorch; this module does not
+    raise ImportError(
+        "embstore.torch needs PyTorch, which is not installed: pip install 'embstore[torch]' "
+        "(or torch)") from e
 
 from ._core import Source, _read_narrowed, _row_range, _target_dtype
 from .errors import InvalidArgumentError

@@ -1,0 +1,87 @@
+"""scripts/wheel.sh builds a self-contained wheel; installed into a fresh virtual environment
+(numpy only, no TensorFlow or PyTorch) it loads a table from a file and from a server, and puts
+the `embstore` command on PATH. The wheel's build tree is kept in build/wheel between runs."""
+import os
+import pathlib
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from conftest import ROOT, expected_matrix, write_table
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    env = dict(os.environ, EMBSTORE_WHEEL_BUILD_DIR=str(ROOT / "build" / "wheel"))
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "wheel.sh"), str(out)], env=env,
+                       capture_output=True, text=True, timeout=1800)
+    assert r.returncode == 0, r.stdout + r.stderr
+    wheels = list(out.glob("embstore-*.whl"))
+    assert len(wheels) == 1, wheels
+    return wheels[0], r.stdout
+
+
+@pytest.fixture(scope="module")
+def venv(wheel, tmp_path_factory):
+    d = tmp_path_factory.mktemp("venv")
+    subprocess.run([sys.executable, "-m", "venv", str(d)], check=True)
+    py = d / "bin" / "python"
+    subprocess.run([str(py), "-m", "pip", "install", "-q", "--disable-pip-version-check",
+                    str(wheel[0]), "numpy"], check=True, timeout=600)
+    return d
+
+
+def test_the_wheel_is_manylinux_and_vendors_its_libraries(wheel):
+    path, log = wheel
+    assert "manylinux" in path.name and path.name.endswith("_x86_64.whl"), path.name
+    names = zipfile.ZipFile(path).namelist()
+    assert "embstore/bin/embstore" in names
+    assert any(n.startswith("embstore/_native") for n in names)
+    vendored = [n for n in names if n.startswith("embstore.libs/")]
+    for lib in ("libgrpc++", "libprotobuf", "libabsl"):
+        assert any(lib in n for n in vendored), (lib, vendored)
+    assert any(n.endswith("LICENSE") for n in names)
+    assert "following platform tag" in log and "manylinux_2_" in log  # auditwheel show
+
+
+def _run(venv, *args, **kw):
+    env = dict(os.environ, PATH=f"{venv / 'bin'}:{os.environ['PATH']}")
+    env.pop("PYTHONPATH", None)
+    return subprocess.run([str(a) for a in args], capture_output=True, text=True, env=env,
+                          cwd="/", **kw)
+
+
+def test_a_fresh_environment_loads_from_a_file_and_a_server_and_has_the_cli(venv, make_table_bin,
+                                                                             tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    write_table(make_table_bin, store / "t.emb", 500, 8, keys=True)
+    r = _run(venv, venv / "bin" / "embstore", "--help")
+    assert r.returncode == 0 and "convert" in r.stdout and "serve" in r.stdout, r.stderr
+    r = _run(venv, "embstore", "verify", store / "t.emb")
+    assert r.returncode == 0, r.stderr
+    sock = tmp_path / "s.sock"
+    server = subprocess.Popen([str(venv / "bin" / "embstore"), "serve", "--store", str(store),
+                               "--listen", f"unix:{sock}", "--log-level", "warn"])
+    try:
+        r = _run(venv, "embstore", "health", "--from", f"unix:{sock}", "--wait", "30")
+        assert r.returncode == 0, r.stderr
+        code = (
+            "import sys, numpy as np, embstore\n"
+            "a = embstore.load(sys.argv[1]); b = embstore.load(sys.argv[2], 't', local=False)\n"
+            "assert np.array_equal(a, b); print(a.shape, embstore.__version__)\n"
+            "try:\n    import embstore.tf\nexcept ImportError as e:\n    print('tf:', e)\n"
+            "try:\n    import embstore.torch\nexcept ImportError as e:\n    print('torch:', e)\n")
+        r = _run(venv, venv / "bin" / "python", "-c", code, store / "t.emb", f"unix:{sock}")
+        assert r.returncode == 0, r.stderr
+        assert "(500, 8)" in r.stdout
+        assert "embstore.tf needs TensorFlow" in r.stdout
+        assert "embstore.torch needs PyTorch" in r.stdout
+    finally:
+        server.terminate()
+        server.wait(timeout=15)
+    np_want = expected_matrix(500, 8)
+    assert np_want.shape == (500, 8)
