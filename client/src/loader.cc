@@ -1,7 +1,5 @@
 // Client::Load: parallel, verified, resumable streaming of a row range into the caller's buffer,
 // or a copy from the local mapping when the server's file is on this host.
-#include <grpcpp/grpcpp.h>
-
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -9,18 +7,15 @@
 
 #include "embstore/client/client.h"
 #include "embstore/store/checksum.h"
-#include "embstore/v1/embstore.grpc.pb.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
-#include "chunk_reader.h"
 #include "file_reader.h"
-#include "grpc_util.h"
+#include "transport/row_stream.h"
 
 namespace embstore::client {
 
-namespace v1 = ::embstore::v1;
 using Clock = std::chrono::steady_clock;
 
 // Verifies one request's rows as they arrive (PROTOCOL.md, "Verifying a chunk"): every block the
@@ -220,8 +215,6 @@ bool Loader::SleepBackoff(int attempt) {
 }
 
 Status Loader::Stream(int index, Part part) {
-  auto channel = client_.impl_->StreamChannel(client_.options_.target, index, /*fresh=*/false);
-  auto stub = std::make_unique<grpc::GenericStub>(channel);
   std::vector<std::byte> scratch;
   const std::uint64_t out_row_bytes = o_.to_f32 ? desc_.dim * 4 : desc_.row_bytes;
   std::uint64_t verified = part.begin;  // rows before this are verified and in place
@@ -232,82 +225,65 @@ Status Loader::Stream(int index, Part part) {
   while (verified < part.end) {
     if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
     if (!first_attempt) {
-      // A fresh connection: gRPC's own reconnect backoff on the old channel (a second or more)
-      // would otherwise override ours.
-      channel = client_.impl_->StreamChannel(client_.options_.target, index, /*fresh=*/true);
-      stub = std::make_unique<grpc::GenericStub>(channel);
       ++resumes_;
       std::lock_guard<std::mutex> lock(mu_);
       events_.push_back({LoadEvent::Kind::kResume, index, verified, last.message()});
     }
-    first_attempt = false;
-
-    grpc::ClientContext ctx;
-    internal::PrepareContext(&ctx, client_.options_, deadline_, /*unary=*/false);
-    {
-      std::lock_guard<std::mutex> lock(cancel_.mu_);
-      if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
-      cancel_.contexts_.insert(&ctx);
-    }
     // Resume where verification ended: a block that was arriving in pieces is fetched whole
-    // again, so it can still be checked against its stored checksum.
-    v1::StreamRowsRequest req;
-    req.set_table(desc_.name);
-    req.set_begin_row(verified);
-    req.set_end_row(part.end);
-    req.set_chunk_bytes(o_.chunk_bytes);
-    req.set_expected_content_id(desc_.content_id);
+    // again, so it can still be checked against its stored checksum. A retry takes a fresh
+    // connection: gRPC's own reconnect backoff on the old one (a second or more) would otherwise
+    // override ours.
+    transport::RowRequest req{desc_.name, verified, part.end, o_.chunk_bytes, desc_.content_id};
     StreamVerifier verifier(desc_, verified, part.end);
     std::uint64_t next = verified;  // the row the next chunk must start at
-    grpc::Status s;
+    transport::StreamEnd end;
     Status chunk_error;
     {
-      internal::RowStreamCall call(stub.get(), &ctx, req);
+      transport::RowStream call(client_, index, /*fresh=*/!first_attempt, deadline_, req,
+                                &cancel_);
+      first_attempt = false;
       wire::DecodedRowChunk chunk;
       std::string decode_error;
       while (call.Read(&chunk, &decode_error)) {
-        wire_bytes_ += chunk.fields.payload_size;
+        const wire::RowChunkFields& f = chunk.fields;
+        wire_bytes_ += f.payload_size;
         if (o_.cancel && o_.cancel->cancelled()) {
           Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
           break;
         }
-        if (chunk.fields.first_row != next || chunk.fields.row_count == 0 || chunk.fields.row_count > part.end - next) {
+        if (f.first_row != next || f.row_count == 0 || f.row_count > part.end - next) {
           chunk_error = Status::Corruption("table '" + desc_.name + "': server sent rows from " +
-                                           std::to_string(chunk.fields.first_row) + " (" +
-                                           std::to_string(chunk.fields.row_count) + " rows) where row " +
+                                           std::to_string(f.first_row) + " (" +
+                                           std::to_string(f.row_count) + " rows) where row " +
                                            std::to_string(next) + " was due");
           break;
         }
-        chunk_error = CheckChunk(chunk.fields);
+        chunk_error = CheckChunk(f);
         if (!chunk_error.ok()) break;
         // One copy, from gRPC's receive buffers to where the rows belong, then verified there.
         // Rows that fail verification are overwritten by the refetch, or the load fails.
-        std::span<std::byte> landing = Landing(chunk.fields, &scratch);
+        std::span<std::byte> landing = Landing(f, &scratch);
         chunk.CopyPayload(landing.data());
-        auto now_verified = verifier.Add(chunk.fields, landing);
+        auto now_verified = verifier.Add(f, landing);
         if (!now_verified.ok()) {
           chunk_error = now_verified.status();
           break;
         }
         if (landing.data() == scratch.data()) Place(next, landing);
-        next += chunk.fields.row_count;
+        next += f.row_count;
         if (*now_verified > verified) {
           done_bytes_ += (*now_verified - verified) * out_row_bytes;
           verified = *now_verified;
           attempt = 0;
         }
-        if (o_.after_chunk) o_.after_chunk(index, chunk.fields.first_row);
+        if (o_.after_chunk) o_.after_chunk(index, f.first_row);
       }
       if (!decode_error.empty() && chunk_error.ok()) {
         chunk_error = Status::Corruption("table '" + desc_.name + "' from '" +
                                          client_.options_.target + "': " + decode_error);
       }
-      if (!chunk_error.ok()) ctx.TryCancel();
-      s = call.Finish();
-    }
-    {
-      std::lock_guard<std::mutex> lock(cancel_.mu_);
-      cancel_.contexts_.erase(&ctx);
+      if (!chunk_error.ok()) call.Cancel();
+      end = call.Finish();
     }
     if (verified >= part.end && chunk_error.ok()) return Status::OK();
     if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
@@ -328,27 +304,27 @@ Status Loader::Stream(int index, Part part) {
         events_.push_back({LoadEvent::Kind::kBadChunk, index, next, chunk_error.message()});
       }
       last = chunk_error;
-    } else if (s.ok()) {
+    } else if (end.kind == transport::StreamEnd::Kind::kOk) {
       last = Status::Internal("server '" + client_.options_.target + "' ended the stream at row " +
                               std::to_string(next) + " of [" + std::to_string(part.begin) + ", " +
                               std::to_string(part.end) + ")");
-    } else if (s.error_code() == grpc::StatusCode::FAILED_PRECONDITION) {
+    } else if (end.kind == transport::StreamEnd::Kind::kFailedPrecondition) {
       return Status::FailedPrecondition("table '" + desc_.name + "' changed on server '" +
                                         client_.options_.target +
-                                        "' during the load: " + s.error_message());
-    } else if (s.error_code() == grpc::StatusCode::DEADLINE_EXCEEDED) {
+                                        "' during the load: " + end.message);
+    } else if (end.kind == transport::StreamEnd::Kind::kDeadlineExceeded) {
       return Status::DeadlineExceeded("load of table '" + desc_.name + "' from '" +
                                       client_.options_.target + "' passed its deadline at row " +
                                       std::to_string(verified));
-    } else if (s.error_code() == grpc::StatusCode::CANCELLED) {
+    } else if (end.kind == transport::StreamEnd::Kind::kServerCancelled) {
       // Not cancelled by us (checked above): the server cancelled the call, as a server that
       // shuts down or restarts does with the streams in flight. Resume like any lost connection.
       last = Status::Unavailable("server '" + client_.options_.target +
-                                 "' cancelled the stream (shutting down?): " + s.error_message());
-    } else if (!internal::Transient(s.error_code())) {
-      return internal::FromGrpc(s, client_.options_.target);
+                                 "' cancelled the stream (shutting down?): " + end.message);
+    } else if (end.kind == transport::StreamEnd::Kind::kFinal) {
+      return end.status;
     } else {
-      last = internal::FromGrpc(s, client_.options_.target);
+      last = end.status;
     }
     if (++attempt >= o_.max_attempts) {
       return Status(last.code() == StatusCode::kCorruption ? StatusCode::kCorruption

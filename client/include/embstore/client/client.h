@@ -39,6 +39,10 @@
 
 namespace embstore::client {
 
+namespace transport {
+class RowStream;
+}
+
 struct TlsOptions {
   bool enabled = false;
   std::string ca_file;      // PEM roots to trust; empty: the system's roots
@@ -93,6 +97,7 @@ class CancelToken {
  private:
   friend class Client;
   friend class Loader;
+  friend class transport::RowStream;
   std::atomic<bool> cancelled_{false};
   std::mutex mu_;
   std::set<void*> contexts_;  // grpc::ClientContext* of the calls in flight
@@ -202,6 +207,7 @@ class Client {
 
  private:
   friend class Loader;
+  friend class transport::RowStream;
   struct Impl;
   explicit Client(ConnectOptions options);
 
