@@ -33,6 +33,17 @@ def test_example_runs(demo_server, example):
     assert "sample" in out.stdout or "2000" in out.stdout or "pairs" in out.stdout
 
 
+def test_torch_distributed_example_under_torchrun(demo_server):
+    pytest.importorskip("torch.distributed.checkpoint")
+    out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "4",
+                          str(ROOT / "examples" / "torch_distributed.py"), "--source",
+                          demo_server.unix, "--table", "sample"],
+                         capture_output=True, text=True, timeout=240)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "FSDP2: rank 0 of 4 holds (500, 16) of sample (2000 x 16)" in out.stdout, out.stdout
+    assert "rank 0 read 500 rows" in out.stdout and "DCP: emb.weight filled" in out.stdout
+
+
 def test_examples_exist():
     assert set(EXAMPLES) >= {"tf1_item_mat.py", "monitored_session_hook.py", "keras_embedding.py",
-                             "tf_data_pipeline.py", "torch_embedding.py"}
+                             "tf_data_pipeline.py", "torch_embedding.py", "torch_distributed.py"}
