@@ -212,7 +212,7 @@ def load_sharded(dtensor, source, table=None, *, rows=None, chunk_rows=None, **l
     for p in dtensor.placements:
         if not (type(p) is Replicate or (type(p) is Shard and p.dim in (0, 1))):
             raise InvalidArgumentError(
-                f"load_sharded takes Shard(0), Shard(1) and Replicate() placements, not {p} "
+                f"load_sharded takes Shard(0), Shard(1) and Replicate() placements, not {p!r} "
                 f"(placements {tuple(dtensor.placements)})")
     t = _Table(source, table, load_kwargs, rows)
     t.check(dtensor, "DTensor")

@@ -72,6 +72,7 @@ def test_load_sharded_fills_each_rank_from_its_own_rows(setup, tmp_path):
                      "torch.float16/S(0)"):
             for kind in ("file", "server"):
                 assert f"ok {kind}/{name}" in out, (name, out)
+        assert "ok wrong_uses" in out
     (res,) = results(outs[0])
     # Shard(0): the ranks' rows are disjoint, so the job reads the table exactly once.
     assert res["served"]["shard0"] == res["table_bytes"]
@@ -100,3 +101,40 @@ def test_broadcast_load_reads_the_table_about_once(setup, tmp_path):
     table = res["table_bytes"]
     assert res["broadcast"] <= 1.1 * table, res
     assert 3.9 * table <= res["per_rank_full"] <= 4.1 * table, res
+
+
+# In this process, without a process group.
+
+@pytest.mark.filterwarnings("ignore:torch.distributed is disabled")
+def test_storage_reader_loads_without_a_process_group(make_table_bin, tmp_path):
+    import torch
+    import torch.distributed.checkpoint as dcp
+
+    import embstore.torch
+    from conftest import expected_matrix
+    table = write_table(make_table_bin, tmp_path / "words.emb", 300, 8)
+    state = {"w": torch.zeros(300, 8), "half": {"rows": torch.zeros(100, 8, dtype=torch.float16)}}
+    reader = embstore.torch.StorageReader(str(table), {"w": "words",
+                                                       "half.rows": ("words", (200, 300))})
+    dcp.load(state, storage_reader=reader, no_dist=True)
+    assert torch.equal(state["w"], torch.from_numpy(expected_matrix(300, 8)))
+    assert torch.equal(state["half"]["rows"],
+                       torch.from_numpy(expected_matrix(300, 8)[200:]).half())
+    assert not embstore.torch.StorageReader.validate_checkpoint_id(str(table))
+
+
+def test_wrong_uses_are_clear_before_anything_is_read(make_table_bin, tmp_path):
+    import torch
+
+    import embstore
+    import embstore.torch
+    table = str(write_table(make_table_bin, tmp_path / "words.emb", 300, 8))
+    errors = embstore.errors
+    with pytest.raises(errors.InvalidArgumentError, match="fills a DTensor, not Tensor"):
+        embstore.torch.load_sharded(torch.zeros(300, 8), table)
+    with pytest.raises(errors.InvalidArgumentError, match="init_process_group"):
+        embstore.torch.broadcast_load(torch.zeros(300, 8), table)
+    with pytest.raises(errors.InvalidArgumentError, match="must be a table name"):
+        embstore.torch.StorageReader(table, {"w": 3})
+    with pytest.raises(errors.InvalidArgumentError, match="unexpected arguments"):
+        embstore.torch.StorageReader(table, {"w": "words"}, stream=2)

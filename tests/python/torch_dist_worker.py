@@ -13,13 +13,14 @@ import time
 import urllib.request
 
 import numpy as np
+import pytest
 import torch
 import torch.distributed as dist
 import torch.distributed.checkpoint as dcp
 from torch.distributed.checkpoint.default_planner import DefaultLoadPlanner
 from torch.distributed.device_mesh import init_device_mesh
 from torch.distributed.fsdp import fully_shard
-from torch.distributed.tensor import Replicate, Shard, distribute_tensor
+from torch.distributed.tensor import Partial, Replicate, Shard, distribute_tensor
 from torch.distributed.tensor import zeros as dzeros
 
 import embstore
@@ -121,6 +122,20 @@ def scenario_sharded(rank, world, args):
         hook.remove()
         assert torch.equal(seen[0], ref[ids])
         ok(f"{kind}/fsdp2_forward")
+
+    # Wrong uses fail on the rank, before anything is read.
+    with pytest.raises(embstore.errors.InvalidArgumentError, match="not Partial"):
+        embstore.torch.load_sharded(dzeros((rows, dim), device_mesh=mesh1,
+                                           placements=[Partial()]), args["file"])
+    with pytest.raises(embstore.errors.InvalidArgumentError, match=r"\[10, 18\]"):
+        embstore.torch.load_sharded(dzeros((10, dim), device_mesh=mesh1, placements=[Shard(0)]),
+                                    args["file"])
+    with torch.device("meta"):
+        emb = torch.nn.Embedding(rows, dim)
+    fully_shard(emb, mesh=mesh1)
+    with pytest.raises(embstore.errors.InvalidArgumentError, match="meta device"):
+        embstore.torch.load_sharded(emb.weight, args["file"])
+    ok("wrong_uses")
 
     # Each rank of a Shard(0) load asks the server for its own rows only: the job reads the
     # table once. Shard(1) reads whole rows on every rank.
