@@ -34,10 +34,11 @@ if [[ ! -x .venv/bin/python ]]; then
   "$PY" -m venv .venv
 fi
 stamp=.venv/.embstore-requirements
-want="$(sha256sum requirements.txt | cut -d' ' -f1)"
+want="$(cat requirements.txt requirements-nodeps.txt | sha256sum | cut -d' ' -f1)"
 if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
   log "installing Python packages from requirements.txt into .venv"
   .venv/bin/python -m pip install -q --disable-pip-version-check -r requirements.txt
+  .venv/bin/python -m pip install -q --disable-pip-version-check --no-deps -r requirements-nodeps.txt
   echo "$want" >"$stamp"
 else
   log "Python packages: up to date"
@@ -55,3 +56,4 @@ elif ! .venv/bin/python -c "import embstore._native" >/dev/null 2>&1; then
 else
   log "embstore Python package: installed"
 fi
+

@@ -19,6 +19,7 @@ past 2 GB the graph cannot be built at all. Everything here feeds the values at 
 Partitioned variables (tf.compat.v1 partitioners, tf.distribute ShardedVariable) load each
 partition's own row range. docs/PYTHON.md gives the measured peak memory of each path.
 """
+import importlib
 import os
 import weakref
 
@@ -455,26 +456,44 @@ try:
     _KerasInitializer = tf.keras.initializers.Initializer
     _register_keras = tf.keras.utils.register_keras_serializable(package="embstore",
                                                                   name="Initializer")
+    _keras_custom_objects = tf.keras.utils.get_custom_objects
 except AttributeError:  # pragma: no cover
     _KerasInitializer = object
 
     def _register_keras(cls):
         return cls
 
+    def _keras_custom_objects():
+        return {}
+
 
 def _keras_loading():
-    """True while keras.saving.load_model rebuilds a model from its config. It loads the saved
-    weights right after, so initial values would only be overwritten: Keras 3 holds an
-    ObjectSharingScope open exactly then (and while saving, when no initializer runs)."""
+    """True while keras.models.load_model rebuilds a model from its file. It loads the saved
+    weights right after, so initial values would only be overwritten.
+
+    Keras 3 holds an ObjectSharingScope open exactly then (and while saving, when no initializer
+    runs). Keras 2 (tf.keras of TensorFlow 2.15 and earlier, or tf_keras) does the same for
+    `.keras` files, and loads `.h5` files and SavedModel directories inside its
+    `in_tf_saved_model_scope`. Any other Keras: False, and load_model loads the table, then
+    overwrites it with the saved weights."""
+    root = _KerasInitializer.__module__.split(".")[0]  # "keras" or "tf_keras"
     try:
-        from keras.src.backend.common import global_state
-    except ImportError:  # pragma: no cover - Keras 2 (tf_keras)
+        global_state = importlib.import_module(root + ".src.backend.common.global_state")
+    except ImportError:
+        global_state = None
+    if global_state is not None:  # Keras 3
+        return global_state.get_global_attribute("shared_objects/id_to_obj_map") is not None
+    try:  # Keras 2
+        serialization = importlib.import_module(root + ".src.saving.serialization_lib")
+        legacy = importlib.import_module(root + ".src.saving.legacy.saved_model.utils")
+    except ImportError:  # pragma: no cover - a Keras laid out differently
         return False
-    return global_state.get_global_attribute("shared_objects/id_to_obj_map") is not None
+    return bool(getattr(serialization.SHARED_OBJECTS, "enabled", False)
+                or legacy.in_tf_saved_model_scope())
 
 
 @_register_keras
-class Initializer(_KerasInitializer):
+class EmbstoreInitializer(_KerasInitializer):
     """Keras initializer that loads a table: `Embedding(..., embeddings_initializer=
     embstore.tf.Initializer("localhost:7070", "item_mat"))`.
 
@@ -483,6 +502,10 @@ class Initializer(_KerasInitializer):
     so keras.models.load_model needs only `import embstore.tf`; while load_model rebuilds the
     model, the initializer returns zeros instead of loading (the saved weights replace them), so
     a saved model loads without its source.
+
+    Its class name, which Keras writes into configs beside the registered name, is
+    EmbstoreInitializer: Keras 2 loads `.h5` files and SavedModels by that bare class name, and
+    "Initializer" would find Keras's own base class. embstore.tf.Initializer is the same class.
     """
 
     def __init__(self, source, table=None, rows=None, **load_kwargs):
@@ -520,6 +543,11 @@ class Initializer(_KerasInitializer):
     @classmethod
     def from_config(cls, config):
         return cls(config["source"], config.get("table"), config.get("rows"))
+
+
+Initializer = EmbstoreInitializer
+# Keras 2's legacy loader looks classes up by their bare name among the custom objects.
+_keras_custom_objects()["EmbstoreInitializer"] = EmbstoreInitializer
 
 
 def _tensor_sharing(arr, dtype):
