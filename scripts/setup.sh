@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what embstore needs on Debian 12: the Debian packages in scripts/debian-packages.txt
-# and the Python packages in requirements.txt (into .venv). Safe to rerun; does nothing but check
+# Installs what embstore needs on Debian 12: the Debian packages in scripts/debian-packages.txt,
+# the Python packages in requirements.txt (into .venv) and the TensorFlow 2.15 test environment
+# (.venv-tf215, scripts/setup_tf215.sh). Safe to rerun; does nothing but check
 # when everything is present. Needs root (or sudo) only when a Debian package is missing.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -57,3 +58,11 @@ else
   log "embstore Python package: installed"
 fi
 
+# --- The TensorFlow 2.15 test environment ----------------------------------------------------------
+# .venv-tf215: tf.estimator and Keras 2, for tests/python_tf215 (scripts/setup_tf215.sh).
+# EMBSTORE_SETUP_SKIP_TF215=1 leaves it out (scripts/test.sh sets it and runs it as its own step).
+if [[ "${EMBSTORE_SETUP_SKIP_TF215:-0}" == 1 ]]; then
+  log "TensorFlow 2.15 environment: left to the caller"
+else
+  bash scripts/setup_tf215.sh
+fi

@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Sets up, builds (dev preset) and runs every test suite: C++ through ctest, the fuzz
-# smoke runs, Python through pytest. Every suite runs even when an earlier one fails; the script
-# ends with a summary of each suite and exits non-zero if any failed. Extra arguments go to pytest.
+# smoke runs, Python through pytest in .venv (TensorFlow 2.21, Keras 3, PyTorch), then the
+# TensorFlow suites again in .venv-tf215 (TensorFlow 2.15 with tf.estimator, Keras 2, numpy 1.x).
+# Every suite runs even when an earlier one fails; the script ends with a summary of each suite
+# and exits non-zero if any failed. Extra arguments go to the first pytest run.
 # EMBSTORE_SKIP_FUZZ=1 skips the fuzz smoke runs.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -32,7 +34,7 @@ summary() {
 }
 step_ok() { [[ ${results[-1]} == passed ]]; }
 
-run "setup" env EMBSTORE_SETUP_SKIP_PACKAGE=1 bash scripts/setup.sh
+run "setup" env EMBSTORE_SETUP_SKIP_PACKAGE=1 EMBSTORE_SETUP_SKIP_TF215=1 bash scripts/setup.sh
 if ! step_ok; then summary; exit 1; fi  # nothing can build without the packages
 
 run "build (dev preset)" bash scripts/build.sh dev
@@ -70,5 +72,17 @@ run "python package" python_package
 # pytest runs even when the package or the C++ build failed: the suites that do not need them
 # still say something, and the failures name what is missing.
 run "pytest" env EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv/bin/python -m pytest tests/python "$@"
+
+# The second environment: its packages (first run: a download of about 280 MB) and the package's
+# native module built for it (build/python-tf215). Its suite: tests/python_tf215 (tf.estimator,
+# Keras 2) and the files of tests/python that exercise TensorFlow.
+run "TF 2.15 environment" bash scripts/setup_tf215.sh --package
+if step_ok; then
+  run "pytest (TensorFlow 2.15)" env EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv-tf215/bin/python \
+    -m pytest tests/python_tf215 tests/python/test_python_tf.py tests/python/test_python_tf_keras2.py \
+    tests/python/test_python_tf_restart.py tests/python/test_examples.py
+else
+  names+=("pytest (TensorFlow 2.15)"); results+=("FAILED (not run: no .venv-tf215)")
+fi
 
 summary

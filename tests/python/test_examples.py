@@ -1,4 +1,10 @@
-"""Every example in examples/ runs against a real server."""
+"""Every example in examples/ runs against a real server.
+
+An example runs where its framework is installed: those that use tf.estimator in .venv-tf215
+(TensorFlow 2.15; scripts/test.sh runs this file there too), those that import torch where torch
+is; elsewhere each says why it is skipped.
+"""
+import importlib.util
 import os
 import subprocess
 import sys
@@ -23,8 +29,26 @@ def demo_server(make_table_bin, embstore_bin, tmp_path_factory):
     srv.stop()
 
 
+# What an example's text uses -> (the module that must be importable, why).
+NEEDS = [("tf.estimator", "tensorflow_estimator",
+          "tf.estimator: TensorFlow 2.15 and earlier (.venv-tf215)"),
+         ("import torch", "torch", "torch"),
+         ("import tensorflow", "tensorflow", "tensorflow")]
+
+
+def _missing(example):
+    text = (ROOT / "examples" / example).read_text()
+    for needle, module, what in NEEDS:
+        if needle in text and importlib.util.find_spec(module) is None:
+            return what
+    return None
+
+
 @pytest.mark.parametrize("example", EXAMPLES)
 def test_example_runs(demo_server, example):
+    missing = _missing(example)
+    if missing:
+        pytest.skip(f"{example} needs {missing}, which this environment does not have")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     out = subprocess.run([sys.executable, str(ROOT / "examples" / example), "--source",
                           demo_server.unix, "--table", "sample"],
