@@ -80,7 +80,8 @@ run "TF 2.15 environment" bash scripts/setup_tf215.sh --package
 if step_ok; then
   run "pytest (TensorFlow 2.15)" env EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv-tf215/bin/python \
     -m pytest tests/python_tf215 tests/python/test_python_tf.py tests/python/test_python_tf_keras2.py \
-    tests/python/test_python_tf_restart.py tests/python/test_examples.py
+    tests/python/test_python_tf_restart.py tests/python/test_python_tf_distributed.py \
+    tests/python/test_examples.py
 else
   names+=("pytest (TensorFlow 2.15)"); results+=("FAILED (not run: no .venv-tf215)")
 fi

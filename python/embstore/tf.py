@@ -17,10 +17,14 @@ past 2 GB the graph cannot be built at all. Everything here feeds the values at 
 - tf.data: dataset(source, table) streams rows.
 
 Partitioned variables (tf.compat.v1 partitioners, tf.distribute ShardedVariable) load each
-partition's own row range. docs/PYTHON.md gives the measured peak memory of each path.
+partition's own row range. Under ParameterServerStrategy, assign() has each ps task load the
+shards it holds, in its own process; mirrored variables (MultiWorkerMirroredStrategy) are filled
+in every local copy by each worker. docs/PYTHON.md gives the measured peak memory of each path.
 """
 import importlib
+import json
 import os
+import threading
 import weakref
 
 import numpy as np
@@ -33,7 +37,8 @@ except ImportError as e:  # embstore itself works without TensorFlow; this modul
         " (or tensorflow-cpu)") from e
 
 from ._core import Source, _chunks_into, _row_range, load as _load
-from .errors import FailedPreconditionError, InvalidArgumentError
+from .errors import (CancelledError, EmbstoreError, FailedPreconditionError,
+                     InvalidArgumentError)
 
 # Rows move in chunks of about this size, through two reused buffers (one read while the other is
 # written into the variable): peak memory above the variable is about three chunks.
@@ -174,21 +179,198 @@ def assign(variable, source, table=None, *, rows=None, chunk_rows=None, **load_k
     rows: (begin, end) of the table to load; default all rows.
     Extra keyword arguments go to embstore.load (streams=, timeout=, token=, tls_ca=, ...).
     Returns the variable.
+
+    Under tf.distribute: a mirrored variable (MirroredStrategy, MultiWorkerMirroredStrategy) is
+    filled in each of this process's copies from one read; call assign() on every worker, as the
+    rest of a MultiWorkerMirroredStrategy program runs. The shards of a ShardedVariable placed on
+    parameter server tasks (ParameterServerStrategy) are loaded by the tasks that hold them: each
+    reads its own rows from the source, and no row passes through this process (see
+    _assign_where_held).
     """
     rows = _rows_arg(rows)
     _check_rows_fit(variable, rows)
-    src = Source.resolve(source, **_connect_kwargs(load_kwargs))
+    connect = _connect_kwargs(load_kwargs)
+    read_kwargs = _read_kwargs(load_kwargs)
+    parts = _partitions(variable)
+    held = [(p, first) for p, first in parts if _on_parameter_server(p)]
+    if held:
+        _assign_where_held(variable, held, source, table, rows, chunk_rows, connect, read_kwargs)
+    here = [(p, first) for p, first in parts if not _on_parameter_server(p)]
+    if not here:
+        return variable
+    src = Source.resolve(source, **connect)
     desc = src.describe(table)
     begin = _check_shape(variable, src, desc, rows)
-    read_kwargs = _read_kwargs(load_kwargs)
-    for part, first in _partitions(variable):
+    for part, first in here:
+        copies = _local_copies(part)
         np_dtype, _ = _np_dtype(part)
         chunk = _chunk_rows(chunk_rows, desc["dim"], np.dtype(np_dtype).itemsize)
         start = begin + first
         for off, arr in _chunks_into(src, table, desc, start, start + int(part.shape[0]), chunk,
                                      np_dtype, **read_kwargs):
-            _scatter_rows(part, off, arr)
+            for copy in copies:
+                _scatter_rows(copy, off, arr)
     return variable
+
+
+def _local_copies(variable):
+    """The copies of a mirrored variable held by this process (one per local device), or
+    [variable]. Each is a plain resource variable that a scatter update can write."""
+    if isinstance(variable, tf.distribute.DistributedValues):
+        values = getattr(variable, "values", None) or variable._values
+        return list(values)
+    return [variable]
+
+
+# --- Shards on parameter servers load where they live ------------------------------------------
+#
+# Under ParameterServerStrategy the coordinator creates each shard of a ShardedVariable on a
+# "ps" task. Feeding the rows from the coordinator would pull the whole table through it and push
+# it out again. Instead, assign() runs, on each shard's own device, a function of PyFunc ops that
+# call _load_where_held in the process that executes them: the ps task itself, which reads its
+# rows from the source and scatters them into the shard in place. A PyFunc finds its Python
+# callback by a token in the executing process's registry; the token is fixed here and
+# registered by `import embstore.tf`, so every task that holds shards must import embstore.tf
+# before serving (docs/PYTHON.md, "Distributed training").
+
+_WHERE_HELD_TOKEN = "embstore.tf.load_where_held.v1"
+_ERROR_MARK = "embstore-error:"
+
+
+def _on_parameter_server(variable):
+    device = getattr(variable, "device", "") or ""
+    return tf.DeviceSpec.from_string(device).job == "ps"
+
+
+class _HeldSources:
+    """The sources a ps task has open, by (source, connection options), kept for the chunks of
+    one shard and dropped after its last one."""
+
+    def __init__(self):
+        self._open = {}
+        self._lock = threading.Lock()
+
+    def get(self, source, connect):
+        key = (source, json.dumps(connect, sort_keys=True))
+        with self._lock:
+            if key not in self._open:
+                self._open[key] = Source.resolve(source, **connect)
+            return self._open[key]
+
+    def release(self, source, connect):
+        with self._lock:
+            self._open.pop((source, json.dumps(connect, sort_keys=True)), None)
+
+
+_HELD_SOURCES = _HeldSources()
+
+
+def _load_where_held(spec, off, n):
+    """PyFunc callback, run by the task that holds a shard: rows [off, off + n) of the shard.
+    Errors are raised as ValueError (InvalidArgument to TensorFlow) whose message starts with
+    the embstore error's class name, so the coordinator can raise the same class."""
+    try:
+        spec = json.loads(bytes(spec).decode())
+        off, n = int(off), int(n)
+        src = _HELD_SOURCES.get(spec["source"], spec["connect"])
+        table = spec["table"]
+        desc = src.describe(table)
+        rows = spec["rows"]
+        if isinstance(rows, dict):
+            rows = slice(*rows["slice"])
+        begin, end = _table_rows(src, desc, rows)
+        want = [end - begin, desc["dim"]]
+        if want != spec["shape"]:
+            raise InvalidArgumentError(
+                f"variable {spec['variable']!r} has shape {spec['shape']}, but "
+                f"{_table_label(src, desc)} rows [{begin}, {end}) are {want}")
+        first = begin + spec["first"] + off
+        np_dtype = np.dtype(spec["np_dtype"]) if spec["np_dtype"] != "bfloat16" \
+            else tf.bfloat16.as_numpy_dtype
+        arr = _load(src, table, rows=(first, first + n), dtype=spec["load_dtype"],
+                    **spec["read"]).astype(np_dtype, copy=False)
+        if off + n >= spec["shard_rows"]:
+            _HELD_SOURCES.release(spec["source"], spec["connect"])
+        return arr
+    except EmbstoreError as e:
+        _HELD_SOURCES.release(spec["source"], spec["connect"])
+        raise ValueError(f"{_ERROR_MARK}{type(e).__name__}: {e}") from None
+
+
+def _register_where_held():
+    from tensorflow.python.ops import script_ops  # the PyFunc registry; no public API for it
+    # The registry holds its callbacks weakly; this module keeps _load_where_held alive.
+    script_ops._py_funcs._funcs[_WHERE_HELD_TOKEN] = _load_where_held
+
+
+_register_where_held()
+
+
+def _assign_where_held(variable, held, source, table, rows, chunk_rows, connect, read_kwargs):
+    """Loads each (shard, first_row) of `held` on the task that holds it (see above)."""
+    if isinstance(source, Source):
+        source = source.location
+    if not isinstance(source, (str, os.PathLike)):
+        raise InvalidArgumentError("shards on parameter servers need a source named by a path or "
+                                   f"a server target, not {type(source).__name__}")
+    progress = read_kwargs.pop("progress", None)
+    full = _full_shape(variable)
+    total = full[0]
+    done = 0
+    for part, first in held:
+        np_dtype, load_dtype = _np_dtype(part)
+        nrows = int(part.shape[0])
+        dims = part.shape.as_list()[1:]
+        chunk = _chunk_rows(chunk_rows, int(np.prod(dims, dtype=np.int64)),
+                            np.dtype(np_dtype).itemsize)
+        spec = json.dumps({
+            "source": os.fspath(source), "table": table, "connect": connect, "read": read_kwargs,
+            "rows": {"slice": [rows.start, rows.stop, rows.step]} if isinstance(rows, slice)
+            else (None if rows is None else list(rows)),
+            "variable": _var_name(variable), "shape": list(full),
+            "first": first, "shard_rows": nrows, "load_dtype": load_dtype,
+            "np_dtype": "bfloat16" if load_dtype == "bfloat16" else np.dtype(np_dtype).name})
+
+        def load(part=part, spec=spec, nrows=nrows, dims=dims, chunk=chunk):
+            with tf.device(part.device):
+                last = None
+                for off in range(0, nrows, chunk):
+                    n = min(chunk, nrows - off)
+                    # One chunk in memory at a time: each load waits for the previous write.
+                    with tf.control_dependencies([last] if last is not None else []):
+                        values = tf.raw_ops.PyFunc(
+                            input=[tf.constant(spec), tf.constant(off, tf.int64),
+                                   tf.constant(n, tf.int64)],
+                            token=_WHERE_HELD_TOKEN, Tout=[part.dtype.base_dtype])[0]
+                    values.set_shape([n] + dims)
+                    last = _scatter_rows(part, off, values)
+
+        try:
+            tf.function(load, autograph=False)()
+        except tf.errors.OpError as e:
+            raise _held_error(e, part) from None
+        done += nrows
+        if progress is not None and progress(done, total) is False:
+            raise CancelledError(f"loading {_var_name(variable)!r} cancelled by progress()")
+
+
+def _held_error(e, part):
+    """The embstore error a ps task raised, as the same class here, naming the task."""
+    from . import errors
+    where = f" (on {part.device})"
+    msg = e.message
+    if _ERROR_MARK in msg:
+        name, _, text = msg.split(_ERROR_MARK, 1)[1].partition(": ")
+        text = text.split("\n", 1)[0]
+        cls = getattr(errors, name, None)
+        if isinstance(cls, type) and issubclass(cls, EmbstoreError):
+            return cls(text + where)
+    if _WHERE_HELD_TOKEN in msg:
+        return FailedPreconditionError(
+            f"the task holding shard {_var_name(part)!r}{where} cannot load it: it has not "
+            f"imported embstore.tf (\"Could not find callback with key={_WHERE_HELD_TOKEN}\"); "
+            f"every task that holds shards must `import embstore.tf` before it serves")
+    return e
 
 
 def _read_kwargs(load_kwargs):
@@ -517,10 +699,14 @@ class EmbstoreInitializer(_KerasInitializer):
         self.rows = rows
         self.load_kwargs = load_kwargs
 
-    def __call__(self, shape, dtype=None, **kwargs):
+    def __call__(self, shape, dtype=None, partition_shape=None, partition_offset=None,
+                 **kwargs):
+        """The weight of `shape`; with partition_shape and partition_offset (TensorFlow's
+        partitioned initialization: ParameterServerStrategy asks for each shard that way), only
+        that block of rows."""
         dtype = tf.as_dtype(dtype or tf.float32)
         if _keras_loading():
-            return tf.zeros(shape, dtype)
+            return tf.zeros(partition_shape or shape, dtype)
         load_kwargs = dict(self.load_kwargs)
         src = Source.resolve(self.source, **_connect_kwargs(load_kwargs))
         desc = src.describe(self.table)
@@ -530,6 +716,9 @@ class EmbstoreInitializer(_KerasInitializer):
             raise InvalidArgumentError(
                 f"layer asks for a {list(shape)} weight, but {_table_label(src, desc)} rows "
                 f"[{begin}, {end}) are {want}")
+        if partition_shape is not None:
+            first = begin + int((partition_offset or [0])[0])
+            begin, end = first, first + int(partition_shape[0])
         load_dtype = {tf.float32: "float32", tf.float16: "float16",
                       tf.bfloat16: "bfloat16"}.get(dtype, "float32")
         arr = _load(src, self.table, rows=(begin, end), dtype=load_dtype, **load_kwargs)

@@ -311,3 +311,13 @@ def test_keras_models_load_back_with_the_server_stopped(make_table_bin, server, 
     np.testing.assert_array_equal(loaded(IDS).numpy()[0], want)
     exported = tf.saved_model.load(str(tmp_path / "saved_model"))
     np.testing.assert_array_equal(exported.serve(IDS).numpy()[0], want)
+
+
+def test_keras_initializer_loads_only_the_partition_asked_for(table):
+    # ParameterServerStrategy initializes a sharded weight shard by shard, passing each one's
+    # shape and offset: each call loads only that block of rows, not the table once per shard.
+    init = embstore.tf.Initializer(table, rows=(100, 2100))
+    block = init([2000, DIM], tf.float32, partition_shape=[500, DIM], partition_offset=[700, 0])
+    np.testing.assert_array_equal(block.numpy(), expected_matrix(ROWS, DIM)[800:1300])
+    with pytest.raises(embstore.errors.InvalidArgumentError, match=r"\[2001, 16\] weight"):
+        init([2001, DIM], tf.float32, partition_shape=[500, DIM], partition_offset=[0, 0])
