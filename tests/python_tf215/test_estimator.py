@@ -136,12 +136,14 @@ def _items(table, n):
     return ds.map(lambda i, row: ({"item": i}, row)).batch(n)
 
 
-def test_predict_without_a_checkpoint_loads_the_table(table, tmp_path):
+def test_predict_and_evaluate_without_a_checkpoint_load_the_table(table, tmp_path):
     # No model_dir checkpoint: the session initializes, and the scaffold's init_fn loads the table.
     est = tf.estimator.Estimator(_lookup_model_fn({"load": "scaffold", "table": table}),
                                  model_dir=str(tmp_path / "empty"))
     got = np.stack(list(est.predict(lambda: _items(table, 50), yield_single_examples=True)))
     np.testing.assert_array_equal(got, expected_matrix(ROWS, DIM)[:50])
+    # The loss is mean((row - label - 1)^2): exactly 1 when item_mat holds the table.
+    assert est.evaluate(lambda: _items(table, 100), steps=1)["loss"] == 1.0
 
 
 @pytest.mark.parametrize("load", ["scaffold", "hook"])
