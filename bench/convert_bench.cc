@@ -8,9 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "convert/kernel.h"
+#include "embstore/convert/parse_kernels.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 namespace {
 
 constexpr int kDim = 128;
@@ -75,6 +75,6 @@ int Register() {
 const int kRegistered = Register();
 
 }  // namespace
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert
 
 BENCHMARK_MAIN();

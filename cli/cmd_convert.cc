@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "command.h"
-#include "embstore/store/convert.h"
+#include "embstore/convert/convert.h"
 #include "progress.h"
 
 namespace embstore::cli {
@@ -67,8 +67,8 @@ RunFn RegisterConvert(CLI::App& app) {
       "text; no output file is left behind. Exit 2 for usage errors.");
 
   return [args]() {
-    store::ConvertOptions o;
-    o.format = *store::ParseInputFormat(args->format);
+    convert::ConvertOptions o;
+    o.format = *convert::ParseInputFormat(args->format);
     o.dtype = *store::ParseDType(args->dtype);
     if (!args->delimiter.empty()) {
       std::string d = args->delimiter;
@@ -84,9 +84,9 @@ RunFn RegisterConvert(CLI::App& app) {
     o.skip_rows = args->skip_rows;
     o.threads = args->threads;
     o.overwrite = args->force;
-    o.on_duplicate_key = *store::ParseDuplicateKeyPolicy(args->on_duplicate_key);
-    o.on_overflow = args->on_overflow == "inf" ? store::OverflowPolicy::kInfinity
-                                               : store::OverflowPolicy::kError;
+    o.on_duplicate_key = *convert::ParseDuplicateKeyPolicy(args->on_duplicate_key);
+    o.on_overflow = args->on_overflow == "inf" ? convert::OverflowPolicy::kInfinity
+                                               : convert::OverflowPolicy::kError;
     for (const std::string& kv : args->meta) {
       std::size_t eq = kv.find('=');
       if (eq == std::string::npos || eq == 0) {
@@ -100,10 +100,10 @@ RunFn RegisterConvert(CLI::App& app) {
       progress.Update(done, total);
       return true;
     };
-    auto result = store::Convert(args->input, args->output, o);
+    auto result = convert::Convert(args->input, args->output, o);
     progress.Finish();
     if (!result.ok()) return ReportError("convert", result.status());
-    const store::ConvertStats& s = *result;
+    const convert::ConvertStats& s = *result;
     const double mbps = s.seconds > 0 ? static_cast<double>(s.input_bytes) / s.seconds / 1e6 : 0;
     if (!s.format_note.empty()) {
       std::fprintf(stderr, "embstore convert: %s\n", s.format_note.c_str());
@@ -114,7 +114,7 @@ RunFn RegisterConvert(CLI::App& app) {
         args->output.c_str(), static_cast<unsigned long long>(s.rows),
         static_cast<unsigned long long>(s.dim), std::string(store::DTypeName(s.dtype)).c_str(),
         static_cast<unsigned long long>(s.output_bytes),
-        std::string(store::InputFormatName(s.format)).c_str(), s.gzip ? " (gzip)" : "",
+        std::string(convert::InputFormatName(s.format)).c_str(), s.gzip ? " (gzip)" : "",
         static_cast<unsigned long long>(s.input_bytes), s.seconds, mbps, s.threads,
         s.threads == 1 ? "" : "s", s.kernel.c_str(),
         s.duplicate_keys > 0

@@ -251,6 +251,96 @@ Status TableWriter::OverwriteRows(std::uint64_t first_row, std::span<const std::
   return Status::OK();
 }
 
+std::optional<std::uint64_t> TableWriter::FindAppendedKey(std::string_view key,
+                                                          std::uint64_t hash) const {
+  if (live_index_.empty()) return std::nullopt;
+  const std::uint64_t mask = live_index_.size() - 1;
+  for (std::uint64_t s = hash & mask;; s = (s + 1) & mask) {
+    const std::uint64_t row = live_index_[s];
+    if (row == kEmptySlot) return std::nullopt;
+    const std::uint64_t b = row == 0 ? 0 : key_ends_[row - 1];
+    if (std::string_view(key_bytes_).substr(b, key_ends_[row] - b) == key) return row;
+  }
+}
+
+void TableWriter::IndexAppendedKey(std::uint64_t row, std::uint64_t hash) {
+  // At most half full, so probes stay short and an empty slot always ends a search.
+  if (live_index_.size() < 2 * (key_ends_.size() + 1)) {
+    live_index_.assign(std::max<std::size_t>(1024, 2 * live_index_.size()), kEmptySlot);
+    const std::uint64_t mask = live_index_.size() - 1;
+    for (std::uint64_t r = 0; r < key_ends_.size(); ++r) {
+      if (r == row) continue;
+      const std::uint64_t b = r == 0 ? 0 : key_ends_[r - 1];
+      std::uint64_t s = XXH3_64bits(key_bytes_.data() + b, key_ends_[r] - b) & mask;
+      while (live_index_[s] != kEmptySlot) s = (s + 1) & mask;
+      live_index_[s] = r;
+    }
+  }
+  const std::uint64_t mask = live_index_.size() - 1;
+  std::uint64_t s = hash & mask;
+  while (live_index_[s] != kEmptySlot) s = (s + 1) & mask;
+  live_index_[s] = row;
+}
+
+Result<TableWriter::KeyedAppend> TableWriter::AppendKeyedRows(
+    std::span<const std::byte> encoded, std::span<const std::string_view> keys) {
+  if (finished_ || !file_) {
+    return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");
+  }
+  if (!options_.with_keys) {
+    return Fail(Status::InvalidArgument("table '" + path_ +
+                                        "': keyed rows appended to a writer created without keys"));
+  }
+  if (encoded.size() != keys.size() * row_bytes_) {
+    return Fail(Status::InvalidArgument(
+        "table '" + path_ + "': " + std::to_string(keys.size()) + " keys for " +
+        std::to_string(encoded.size()) + " bytes of " + std::to_string(row_bytes_) +
+        "-byte rows"));
+  }
+  KeyedAppend result;
+  std::size_t run_begin = 0;  // the pending run of new rows, appended in one piece
+  auto flush = [&](std::size_t upto) -> Status {
+    if (upto > run_begin) {
+      EMBSTORE_RETURN_NOT_OK(AppendRows(encoded.subspan(run_begin * row_bytes_,
+                                                        (upto - run_begin) * row_bytes_)));
+    }
+    return Status::OK();
+  };
+  for (std::size_t i = 0; i < keys.size(); ++i) {
+    const std::string_view k = keys[i];
+    if (k.empty() || k.size() > kMaxKeyBytes) {
+      return Fail(Status::InvalidArgument("table '" + path_ + "': key for row " +
+                                          std::to_string(key_ends_.size()) + " is " +
+                                          std::to_string(k.size()) + " bytes; keys must be 1 to " +
+                                          std::to_string(kMaxKeyBytes) + " bytes"));
+    }
+    const std::uint64_t hash = XXH3_64bits(k.data(), k.size());
+    const std::optional<std::uint64_t> earlier = FindAppendedKey(k, hash);
+    if (!earlier) {
+      key_bytes_.append(k);
+      key_ends_.push_back(key_bytes_.size());
+      IndexAppendedKey(key_ends_.size() - 1, hash);
+      continue;
+    }
+    // A repeated key: the pending run goes in first, so row numbers stay exact.
+    EMBSTORE_RETURN_NOT_OK(flush(i));
+    run_begin = i + 1;
+    switch (options_.on_duplicate_key) {
+      case DuplicateKeyPolicy::kError:
+        result.refused = KeyedAppend::Refused{i, *earlier};
+        return result;
+      case DuplicateKeyPolicy::kFirst:
+        break;
+      case DuplicateKeyPolicy::kLast:
+        EMBSTORE_RETURN_NOT_OK(OverwriteRows(*earlier, encoded.subspan(i * row_bytes_, row_bytes_)));
+        break;
+    }
+    ++result.duplicates;
+  }
+  EMBSTORE_RETURN_NOT_OK(flush(keys.size()));
+  return result;
+}
+
 Status TableWriter::AppendKeys(std::span<const std::string_view> keys) {
   if (finished_ || !file_) {
     return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");

@@ -224,36 +224,103 @@ TEST(Writer, OverflowPolicyErrorNamesRowAndColumn) {
   EXPECT_EQ(CountEntries(dir), 0);
 }
 
-TEST(Writer, OverwriteRowsKeepsChecksumsRight) {
+// Keys for rows [begin, end) of a test table: "k<row>".
+std::vector<std::string> RowKeys(std::uint64_t begin, std::uint64_t end) {
+  std::vector<std::string> keys;
+  for (std::uint64_t r = begin; r < end; ++r) keys.push_back("k" + std::to_string(r));
+  return keys;
+}
+
+Result<TableWriter::KeyedAppend> AppendKeyed(TableWriter* w, std::span<const float> values,
+                                             const std::vector<std::string>& keys) {
+  std::vector<std::string_view> views(keys.begin(), keys.end());
+  return w->AppendKeyedRows(std::as_bytes(values), views);
+}
+
+TEST(Writer, LastDuplicateKeyOverwritesInPlaceAndKeepsChecksumsRight) {
   std::string path = TempDir() + "/t.emb";
   WriterOptions o;
   o.dim = 2;
   o.block_rows = 4;
+  o.with_keys = true;
+  o.on_duplicate_key = DuplicateKeyPolicy::kLast;
   auto w = TableWriter::Create(path, o);
   ASSERT_TRUE(w.ok());
   auto values = RandomMatrix(700000, 2, 3);
-  ASSERT_TRUE((*w)->AppendRowsF32(values).ok());
-  float first[2] = {100, 200};
-  float last[2] = {-1, -2};
-  ASSERT_TRUE((*w)->OverwriteRows(0, std::as_bytes(std::span<const float>(first))).ok());
-  ASSERT_TRUE((*w)->OverwriteRows(699999, std::as_bytes(std::span<const float>(last))).ok());
+  auto a = AppendKeyed(w->get(), values, RowKeys(0, 700000));
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->duplicates, 0u);
+  // A batch that repeats the first and the last key around one new key.
+  float again[6] = {100, 200, 7, 8, -1, -2};
+  auto b = AppendKeyed(w->get(), again, {"k0", "new", "k699999"});
+  ASSERT_TRUE(b.ok()) << b.status().ToString();
+  EXPECT_EQ(b->duplicates, 2u);
+  EXPECT_FALSE(b->refused.has_value());
   ASSERT_TRUE((*w)->Finish().ok());
   auto t = Table::Open(path, {.verify = true});
   ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ((*t)->rows(), 700001u);
   EXPECT_EQ((*(*t)->Rows<float>(0, 1))[1], 200.0f);
   EXPECT_EQ((*(*t)->Rows<float>(699999, 700000))[0], -1.0f);
+  EXPECT_EQ((*(*t)->Rows<float>(700000, 700001))[0], 7.0f);
 }
 
-TEST(Writer, OverwritePastTheWrittenRowsFailsAndCleansUp) {
+TEST(Writer, FirstDuplicateKeyIsDropped) {
+  std::string path = TempDir() + "/t.emb";
+  WriterOptions o = Opts(2);
+  o.with_keys = true;
+  o.on_duplicate_key = DuplicateKeyPolicy::kFirst;
+  auto w = TableWriter::Create(path, o);
+  ASSERT_TRUE(w.ok());
+  float v[8] = {1, 1, 2, 2, 3, 3, 4, 4};
+  auto a = AppendKeyed(w->get(), v, {"a", "b", "a", "c"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->duplicates, 1u);
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto t = Table::Open(path, {.verify = true});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_EQ((*t)->rows(), 3u);
+  EXPECT_EQ((*(*t)->Rows<float>(0, 1))[0], 1.0f);
+  EXPECT_EQ((*(*t)->Rows<float>(2, 3))[0], 4.0f);
+}
+
+TEST(Writer, RefusedDuplicateKeySaysWhichRowsAndKeepsTheRowsBefore) {
+  std::string dir = TempDir();
+  WriterOptions o = Opts(2);
+  o.with_keys = true;
+  auto w = TableWriter::Create(dir + "/t.emb", o);
+  ASSERT_TRUE(w.ok());
+  // Enough keys to make the live index grow several times first.
+  auto values = RandomMatrix(5000, 2, 4);
+  ASSERT_TRUE(AppendKeyed(w->get(), values, RowKeys(0, 5000)).ok());
+  float v[6] = {1, 1, 2, 2, 3, 3};
+  auto a = AppendKeyed(w->get(), v, {"x", "k4321", "y"});
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  ASSERT_TRUE(a->refused.has_value());
+  EXPECT_EQ(a->refused->index, 1u);
+  EXPECT_EQ(a->refused->first_row, 4321u);
+  EXPECT_EQ((*w)->rows(), 5001u);  // "x" went in, nothing after the refused key
+  (*w)->Abort();
+  EXPECT_EQ(CountEntries(dir), 0);
+}
+
+TEST(Writer, KeyedRowsNeedAKeyedWriterAndOneKeyARow) {
   std::string dir = TempDir();
   auto w = TableWriter::Create(dir + "/t.emb", Opts(2));
   ASSERT_TRUE(w.ok());
   float row[2] = {1, 2};
-  ASSERT_TRUE((*w)->AppendRowsF32(row).ok());
-  Status st = (*w)->OverwriteRows(1, std::as_bytes(std::span<const float>(row)));
-  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(st.message().find("at row 1 of 1 written rows"), std::string::npos) << st.message();
-  EXPECT_EQ((*w)->Finish().code(), StatusCode::kFailedPrecondition);
+  auto a = AppendKeyed(w->get(), row, {"a"});
+  EXPECT_EQ(a.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(CountEntries(dir), 0);
+
+  WriterOptions o = Opts(2);
+  o.with_keys = true;
+  auto k = TableWriter::Create(dir + "/k.emb", o);
+  ASSERT_TRUE(k.ok());
+  auto b = AppendKeyed(k->get(), row, {"a", "b"});
+  EXPECT_EQ(b.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(b.status().message().find("2 keys for 8 bytes"), std::string::npos)
+      << b.status().message();
   EXPECT_EQ(CountEntries(dir), 0);
 }
 

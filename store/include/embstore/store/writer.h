@@ -5,6 +5,9 @@
 // the table has them, are appended separately and are kept in memory (about their byte size plus
 // 24 bytes a key) until Finish() writes them and their index.
 //
+// Keyed rows (AppendKeyedRows) are checked for repeated keys as they come, under the options'
+// DuplicateKeyPolicy.
+//
 // Everything is written to a temporary file in the destination's directory (".NAME.tmp-XXXXXX").
 // Finish() fills in the header, writes checksums and keys, fsyncs, and renames the temporary file
 // onto the final path; only then does the table exist under its name. Without `overwrite`, an
@@ -40,12 +43,21 @@ struct SourceInfo {
   std::int64_t mtime_unix = 0;  // seconds since the epoch
 };
 
+// What a keyed append does with a key that repeats an earlier row's key.
+enum class DuplicateKeyPolicy : std::uint8_t {
+  kError,  // refuse it (AppendKeyedRows says which row it repeats)
+  kFirst,  // keep the earlier row, drop the new one
+  kLast,   // overwrite the earlier row with the new one, in place
+};
+
 struct WriterOptions {
   DType dtype = DType::kF32;
   std::uint64_t dim = 0;         // required: values per row, > 0
   bool with_keys = false;        // every row gets exactly one key (AppendKeys)
   bool overwrite = false;        // replace an existing file at the path, on success only
   std::uint64_t block_rows = 0;  // rows per checksum block; 0 picks DefaultBlockRows()
+  // For AppendKeyedRows (with_keys): what a repeated key does.
+  DuplicateKeyPolicy on_duplicate_key = DuplicateKeyPolicy::kError;
   std::optional<SourceInfo> source;
   std::string creator;  // default: "embstore <version>"
   // User metadata, stored verbatim. Keys must be non-empty and must not start with "embstore.".
@@ -72,8 +84,22 @@ class TableWriter {
   Status AppendRowsF32(std::span<const float> values,
                        OverflowPolicy overflow = OverflowPolicy::kInfinity);
 
-  // Rewrites rows that were appended earlier, e.g. when a later duplicate key wins.
-  Status OverwriteRows(std::uint64_t first_row, std::span<const std::byte> encoded);
+  // Appends rows (encoded in the table's dtype) with their keys, one key a row, and owns the
+  // duplicate-key policy (options.on_duplicate_key): keys are indexed as they come, so a key
+  // that repeats an earlier row's is dropped (kFirst), overwrites that row in place (kLast), or
+  // stops the call (kError): the rows before it are appended and `refused` says which key of
+  // this call repeats which row, for the caller to report in its own terms (a line, a byte
+  // offset). Only when options.with_keys; do not mix with AppendKeys.
+  struct KeyedAppend {
+    std::uint64_t duplicates = 0;  // rows dropped (kFirst) or merged into earlier rows (kLast)
+    struct Refused {
+      std::size_t index = 0;        // into this call's keys
+      std::uint64_t first_row = 0;  // the appended row whose key it repeats
+    };
+    std::optional<Refused> refused;
+  };
+  Result<KeyedAppend> AppendKeyedRows(std::span<const std::byte> encoded,
+                                      std::span<const std::string_view> keys);
 
   // Appends keys, one per row, in row order. Only when options.with_keys. Keys must be 1 to
   // kMaxKeyBytes bytes; uniqueness is checked at Finish() (AlreadyExists naming both rows).
@@ -103,6 +129,11 @@ class TableWriter {
   void HashAppended(std::span<const std::byte> encoded);
   Status Fail(Status st);  // Abort()s and returns st
   Status WriteTail(std::uint64_t data_end);
+  // Rewrites rows that were appended earlier (a later duplicate key winning, kLast).
+  Status OverwriteRows(std::uint64_t first_row, std::span<const std::byte> encoded);
+  // The row holding `key` among the keys appended so far (the live index of AppendKeyedRows).
+  std::optional<std::uint64_t> FindAppendedKey(std::string_view key, std::uint64_t hash) const;
+  void IndexAppendedKey(std::uint64_t row, std::uint64_t hash);
 
   std::string path_;
   WriterOptions options_;
@@ -122,6 +153,9 @@ class TableWriter {
   std::vector<std::uint64_t> dirty_blocks_;  // rewritten by OverwriteRows; rehashed at Finish
   std::string key_bytes_;
   std::vector<std::uint64_t> key_ends_;  // end offset of each key in key_bytes_
+  // AppendKeyedRows' open-addressing index of the keys so far (row numbers, kEmptySlot where
+  // empty), at most half full; rebuilt from key_bytes_ when it grows.
+  std::vector<std::uint64_t> live_index_;
 };
 
 }  // namespace embstore::store

@@ -33,20 +33,20 @@
 //   kSmallTypes                true when those two also encode f16 and bf16 (else f32 only)
 //   Ctz(m), LowBits(k)         index of the lowest set bit (the width when m == 0); the mask of
 //                              the low k bits, 0 <= k <= the width
-#ifndef EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
-#define EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
+#ifndef EMBSTORE_CONVERT_SRC_PARSE_IMPL_H_
+#define EMBSTORE_CONVERT_SRC_PARSE_IMPL_H_
 
 #include <fast_float/fast_float.h>
 
 #include <cstdint>
 #include <cstring>
 
-#include "convert/kernel.h"
-#include "convert/kernel_common.h"
-#include "convert/number.h"
+#include "embstore/convert/parse_kernels.h"
+#include "kernel_common.h"
+#include "decimal.h"
 #include "embstore/store/format.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 namespace {
 
 struct CharSet {
@@ -164,7 +164,7 @@ inline bool FastF32(const Decimal& d, Encoded* out) {
 }
 
 // Eisel-Lemire to binary64, then rounding the 53-bit significand to `precision` bits with
-// integer operations (scalar meaning: RoundDoubleToSmall in number.cc).
+// integer operations (scalar meaning: RoundDoubleToSmall in decimal.cc).
 inline bool FastSmall(const Decimal& d, int precision, int bias, Encoded* out) {
   const std::uint32_t sign = d.negative ? 0x8000u : 0u;
   if (d.w == 0) {
@@ -809,6 +809,6 @@ void ParseChunkWith(const ChunkText& text, const ParseParams& params, ChunkResul
 }
 
 }  // namespace
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert
 
-#endif  // EMBSTORE_STORE_SRC_CONVERT_PARSE_IMPL_H_
+#endif  // EMBSTORE_CONVERT_SRC_PARSE_IMPL_H_

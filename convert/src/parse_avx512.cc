@@ -1,9 +1,9 @@
 // The AVX-512 kernel: 64-byte blocks with mask registers for scans, 32-byte digit blocks
 // (simd_isa.h says why). Compiled with -mavx512bw and friends
 // (store/CMakeLists.txt); only reached when the CPU has them (kernel_common.cc).
-#include "convert/simd_isa.h"
+#include "simd_isa.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 namespace {
 
 template <>
@@ -343,4 +343,4 @@ void ParseChunkAvx512(const ChunkText& text, const ParseParams& params, ChunkRes
   ParseChunkWith<Avx512Isa>(text, params, out);
 }
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert

@@ -8,15 +8,17 @@
 // Scanning yields a Decimal: value = (-1)^negative * w * 10^q, exact when !truncated. The Encode*
 // functions round it once to the target type (ties to even). Those are the scalar reference; the
 // SIMD kernels only find and convert digit runs faster and hand the same Decimal over.
-#ifndef EMBSTORE_STORE_SRC_CONVERT_NUMBER_H_
-#define EMBSTORE_STORE_SRC_CONVERT_NUMBER_H_
+#ifndef EMBSTORE_CONVERT_SRC_DECIMAL_H_
+#define EMBSTORE_CONVERT_SRC_DECIMAL_H_
 
 #include <cstdint>
 #include <string_view>
 
 #include "embstore/store/dtype.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
+
+using store::DType;
 
 enum class NumberKind : std::uint8_t { kFinite, kInf, kNan };
 
@@ -74,6 +76,6 @@ bool IsSmallHalfway(double d, int precision, int bias);
 // -1 when |text| < |d|, 0 when equal, +1 when greater. Slow; for halfway cases only.
 int CompareDecimalWithDouble(std::string_view text, double d);
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert
 
-#endif  // EMBSTORE_STORE_SRC_CONVERT_NUMBER_H_
+#endif  // EMBSTORE_CONVERT_SRC_DECIMAL_H_

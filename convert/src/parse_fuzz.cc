@@ -13,13 +13,12 @@
 #include <string>
 #include <vector>
 
-#include "convert/kernel.h"
-#include "convert/number.h"
+#include "embstore/convert/parse_kernels.h"
+#include "decimal.h"
 
 namespace {
 
-using namespace embstore::store;
-using namespace embstore::store::convert;
+using namespace embstore::convert;
 
 bool Same(const ChunkResult& a, const ChunkResult& b) {
   return a.error.kind == b.error.kind && a.error.line == b.error.line &&

@@ -1,4 +1,4 @@
-#include "convert/input.h"
+#include "input.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -10,7 +10,7 @@
 #include <cstring>
 #include <vector>
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 namespace {
 
 // Reads a file descriptor, remembering up to a few bytes that were read to sniff the magic.
@@ -216,4 +216,4 @@ Result<std::unique_ptr<Input>> Input::Open(const std::string& path) {
   return std::unique_ptr<Input>(std::move(in));
 }
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert

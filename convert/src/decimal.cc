@@ -1,4 +1,4 @@
-#include "convert/number.h"
+#include "decimal.h"
 
 #include <algorithm>
 #include <cmath>
@@ -8,7 +8,7 @@
 
 #include <fast_float/fast_float.h>
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 namespace {
 
 inline bool IsDigit(char c) { return static_cast<unsigned char>(c - '0') < 10; }
@@ -359,4 +359,4 @@ Encoded EncodeBF16(const Decimal& d, std::string_view text) {
   return EncodeSmall(d, text, 8, 127);
 }
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert

@@ -1,9 +1,9 @@
-#include "convert/chunker.h"
+#include "chunker.h"
 
 #include <algorithm>
 #include <cstring>
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 
 const char* NextLineStart(const char* p, const char* end) {
   while (p < end && *p != '\n' && *p != '\r') ++p;
@@ -134,4 +134,4 @@ Result<std::size_t> Chunker::ReadRaw(char* dst, std::size_t n) {
   return done;
 }
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert

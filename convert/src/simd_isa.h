@@ -1,8 +1,8 @@
 // The SIMD primitives of the chunk parser, written once over an xsimd architecture (private).
 // Included only by parse_avx2.cc and parse_avx512.cc, which are compiled with those ISA flags and
 // supply ToMask() for their architecture.
-#ifndef EMBSTORE_STORE_SRC_CONVERT_SIMD_ISA_H_
-#define EMBSTORE_STORE_SRC_CONVERT_SIMD_ISA_H_
+#ifndef EMBSTORE_CONVERT_SRC_SIMD_ISA_H_
+#define EMBSTORE_CONVERT_SRC_SIMD_ISA_H_
 
 #include <immintrin.h>
 
@@ -10,9 +10,9 @@
 #include <type_traits>
 #include <xsimd/xsimd.hpp>
 
-#include "convert/parse_impl.h"
+#include "parse_impl.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 namespace {
 
 // Mask is uint32_t or uint64_t: bit i describes byte i of the block.
@@ -194,6 +194,6 @@ struct SciShape {
 }
 
 }  // namespace
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert
 
-#endif  // EMBSTORE_STORE_SRC_CONVERT_SIMD_ISA_H_
+#endif  // EMBSTORE_CONVERT_SRC_SIMD_ISA_H_

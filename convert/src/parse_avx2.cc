@@ -1,8 +1,8 @@
 // The AVX2 kernel: 32-byte blocks. Compiled with -mavx2 (store/CMakeLists.txt); only reached
 // when the CPU has AVX2 (kernel_common.cc).
-#include "convert/simd_isa.h"
+#include "simd_isa.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 namespace {
 
 template <>
@@ -253,4 +253,4 @@ void ParseChunkAvx2(const ChunkText& text, const ParseParams& params, ChunkResul
   ParseChunkWith<Avx2Isa>(text, params, out);
 }
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert

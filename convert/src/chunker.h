@@ -3,8 +3,8 @@
 // A mapped input is sliced in place; a stream (stdin, gzip) is read into padded buffers, and the
 // partial line at the end of each buffer is carried into the next one. A chunk never splits a
 // "\r\n" pair, so each chunk's line breaks are counted on their own.
-#ifndef EMBSTORE_STORE_SRC_CONVERT_CHUNKER_H_
-#define EMBSTORE_STORE_SRC_CONVERT_CHUNKER_H_
+#ifndef EMBSTORE_CONVERT_SRC_CHUNKER_H_
+#define EMBSTORE_CONVERT_SRC_CHUNKER_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -12,11 +12,11 @@
 #include <string>
 #include <vector>
 
-#include "convert/input.h"
-#include "convert/kernel.h"
+#include "input.h"
+#include "embstore/convert/parse_kernels.h"
 #include "embstore/common/status.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 
 // Bytes of zeros around every owned buffer, so kernels may load whole SIMD blocks near its edges.
 inline constexpr std::size_t kPadding = 128;
@@ -60,6 +60,6 @@ class Chunker {
 // Offset just past the line break that ends the line containing p, or `end` (handles \n, \r\n, \r).
 const char* NextLineStart(const char* p, const char* end);
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert
 
-#endif  // EMBSTORE_STORE_SRC_CONVERT_CHUNKER_H_
+#endif  // EMBSTORE_CONVERT_SRC_CHUNKER_H_

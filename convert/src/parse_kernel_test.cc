@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
-#include "convert/kernel.h"
+#include "embstore/convert/parse_kernels.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 namespace {
 
 // Parses `text` with `k`, with padding around it so whole SIMD blocks stay readable. The bytes
@@ -584,4 +584,4 @@ TEST(Utf8, RejectsOverlongsSurrogatesAndTruncation) {
 }
 
 }  // namespace
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert

@@ -25,8 +25,8 @@
 //
 // Thread safety: Convert() may run concurrently for different outputs; `progress` is called from
 // the calling thread only.
-#ifndef EMBSTORE_STORE_CONVERT_H_
-#define EMBSTORE_STORE_CONVERT_H_
+#ifndef EMBSTORE_CONVERT_CONVERT_H_
+#define EMBSTORE_CONVERT_CONVERT_H_
 
 #include <cstdint>
 #include <map>
@@ -37,8 +37,14 @@
 #include "embstore/common/status.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/table.h"
+#include "embstore/store/writer.h"
 
-namespace embstore::store {
+namespace embstore::convert {
+
+using store::DType;
+using store::DuplicateKeyPolicy;  // the writer owns the policy (store::TableWriter)
+using store::OverflowPolicy;
+using store::ProgressFn;
 
 enum class InputFormat { kAuto, kMatrix, kWord2Vec, kGlove, kWord2VecBinary };
 
@@ -46,12 +52,9 @@ enum class InputFormat { kAuto, kMatrix, kWord2Vec, kGlove, kWord2VecBinary };
 std::string_view InputFormatName(InputFormat f);
 std::optional<InputFormat> ParseInputFormat(std::string_view s);
 
-// What to do when a key appears a second time.
-enum class DuplicateKeyPolicy {
-  kError,  // fail, naming both lines
-  kFirst,  // keep the first row, drop later ones
-  kLast,   // keep the first row's position but the last row's values
-};
+// What to do when a key appears a second time (store::DuplicateKeyPolicy): "error" (fail, naming
+// both lines), "first" (keep the first row), "last" (the first row's position, the last row's
+// values).
 std::optional<DuplicateKeyPolicy> ParseDuplicateKeyPolicy(std::string_view s);
 
 struct ConvertOptions {
@@ -106,6 +109,6 @@ Result<ConvertStats> Convert(const std::string& input, const std::string& output
 // EMBSTORE_FORCE_KERNEL (scalar|avx2|avx512) forces one, as for dtype.h.
 std::string_view ConvertKernelName();
 
-}  // namespace embstore::store
+}  // namespace embstore::convert
 
-#endif  // EMBSTORE_STORE_CONVERT_H_
+#endif  // EMBSTORE_CONVERT_CONVERT_H_

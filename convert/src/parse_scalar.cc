@@ -1,8 +1,8 @@
 // The scalar reference kernel: byte loops only. Every SIMD kernel must produce exactly its
 // output (parse_kernel_test.cc).
-#include "convert/parse_impl.h"
+#include "parse_impl.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 namespace {
 
 struct ScalarIsa {
@@ -27,4 +27,4 @@ void ParseChunkScalar(const ChunkText& text, const ParseParams& params, ChunkRes
   ParseChunkWith<ScalarIsa>(text, params, out);
 }
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert

@@ -1,4 +1,5 @@
-// Chunk parsing kernels of the converter (private).
+// Chunk parsing kernels of the converter. Public for the parser benchmarks and tests only; the
+// converter's API is convert.h.
 //
 // A kernel parses one chunk of whole lines of text into encoded rows. It is a plain function over
 // a byte range that fills a plain result struct; positions of errors are offsets into the chunk,
@@ -7,8 +8,8 @@
 // The same generic algorithm (parse_impl.h) is compiled once per instruction set: scalar (the
 // reference), avx2 and avx512. Dispatch picks the best one the CPU supports once per process;
 // EMBSTORE_FORCE_KERNEL=scalar|avx2|avx512 forces one (tests check every kernel against scalar).
-#ifndef EMBSTORE_STORE_SRC_CONVERT_KERNEL_H_
-#define EMBSTORE_STORE_SRC_CONVERT_KERNEL_H_
+#ifndef EMBSTORE_CONVERT_PARSE_KERNELS_H_
+#define EMBSTORE_CONVERT_PARSE_KERNELS_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -20,8 +21,12 @@
 #include <vector>
 
 #include "embstore/store/dtype.h"
+#include "embstore/store/format.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
+
+using store::DType;
+using store::kMaxKeyBytes;
 
 enum class Layout : std::uint8_t {
   kMatrix,  // values only
@@ -129,6 +134,6 @@ void ParseChunkAvx512(const ChunkText& text, const ParseParams& params, ChunkRes
 // otherwise stores the offset of the first bad byte.
 bool ValidUtf8(std::string_view s, std::size_t* bad_offset);
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert
 
-#endif  // EMBSTORE_STORE_SRC_CONVERT_KERNEL_H_
+#endif  // EMBSTORE_CONVERT_PARSE_KERNELS_H_

@@ -1,9 +1,9 @@
-#include "convert/kernel_common.h"
+#include "kernel_common.h"
 
 #include <cstdlib>
 #include <string_view>
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 
 std::byte* AppendRow(ChunkResult* out, std::size_t bytes) {
   std::size_t old = out->values.size();
@@ -106,4 +106,4 @@ std::vector<const Kernel*> SupportedKernels() {
   return v;
 }
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert

@@ -1,5 +1,5 @@
 // End-to-end tests of Convert(): real files in, table files out, read back with Table.
-#include "embstore/store/convert.h"
+#include "embstore/convert/convert.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -19,7 +19,9 @@
 
 #include "embstore/store/table.h"
 
-namespace embstore::store {
+namespace embstore::convert {
+
+using namespace embstore::store;
 namespace {
 
 namespace fs = std::filesystem;
@@ -464,4 +466,4 @@ TEST_F(ConvertTest, RejectsBadOptionsAsUsageErrors) {
 }
 
 }  // namespace
-}  // namespace embstore::store
+}  // namespace embstore::convert

@@ -1,7 +1,7 @@
 // Input of the converter (private): a plain file (memory-mapped), standard input, or either of
 // them gzip-compressed (detected by the magic bytes 1f 8b and inflated with zlib, streaming).
-#ifndef EMBSTORE_STORE_SRC_CONVERT_INPUT_H_
-#define EMBSTORE_STORE_SRC_CONVERT_INPUT_H_
+#ifndef EMBSTORE_CONVERT_SRC_INPUT_H_
+#define EMBSTORE_CONVERT_SRC_INPUT_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -11,7 +11,7 @@
 
 #include "embstore/common/status.h"
 
-namespace embstore::store::convert {
+namespace embstore::convert {
 
 class Input {
  public:
@@ -43,6 +43,6 @@ class Input {
   bool gzip_ = false;
 };
 
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert
 
-#endif  // EMBSTORE_STORE_SRC_CONVERT_INPUT_H_
+#endif  // EMBSTORE_CONVERT_SRC_INPUT_H_

@@ -1,4 +1,4 @@
-#include "convert/number.h"
+#include "decimal.h"
 
 #include <cmath>
 #include <cstdio>
@@ -10,7 +10,11 @@
 
 #include <gtest/gtest.h>
 
-namespace embstore::store::convert {
+namespace embstore::convert {
+using store::BF16ToF32;
+using store::F16ToF32;
+using store::F32ToF16;
+
 namespace {
 
 // Parses a whole token; fails the test when it is not one number.
@@ -314,4 +318,4 @@ TEST(Number, CompareDecimalWithDoubleIsExact) {
 }
 
 }  // namespace
-}  // namespace embstore::store::convert
+}  // namespace embstore::convert

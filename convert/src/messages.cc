@@ -1,0 +1,102 @@
+#include "messages.h"
+
+#include <cstdint>
+#include <cstdio>
+
+#include "embstore/convert/parse_kernels.h"
+
+namespace embstore::convert {
+namespace {
+constexpr std::size_t kSnippetBytes = 60;
+}  // namespace
+
+std::size_t ExoticSpaceAt(std::string_view s, std::size_t i, const char** name) {
+  struct Space {
+    const char* bytes;
+    const char* name;
+  };
+  static const Space kSpaces[] = {
+      {"\v", "U+000B LINE TABULATION (\\v)"},   {"\f", "U+000C FORM FEED (\\f)"},
+      {"\x1c", "U+001C FILE SEPARATOR"},        {"\x1d", "U+001D GROUP SEPARATOR"},
+      {"\x1e", "U+001E RECORD SEPARATOR"},      {"\x1f", "U+001F UNIT SEPARATOR"},
+      {"\xc2\x85", "U+0085 NEXT LINE"},         {"\xc2\xa0", "U+00A0 NO-BREAK SPACE"},
+      {"\xe1\x9a\x80", "U+1680 OGHAM SPACE MARK"}, {"\xe2\x80\xa8", "U+2028 LINE SEPARATOR"},
+      {"\xe2\x80\xa9", "U+2029 PARAGRAPH SEPARATOR"},
+      {"\xe2\x80\xaf", "U+202F NARROW NO-BREAK SPACE"},
+      {"\xe2\x81\x9f", "U+205F MEDIUM MATHEMATICAL SPACE"},
+      {"\xe3\x80\x80", "U+3000 IDEOGRAPHIC SPACE"},
+  };
+  for (const Space& sp : kSpaces) {
+    std::string_view b(sp.bytes);
+    if (s.substr(i, b.size()) == b) {
+      *name = sp.name;
+      return b.size();
+    }
+  }
+  // U+2000 .. U+200A: EN QUAD .. HAIR SPACE.
+  if (i + 3 <= s.size() && s[i] == '\xe2' && s[i + 1] == '\x80' &&
+      static_cast<unsigned char>(s[i + 2]) >= 0x80 && static_cast<unsigned char>(s[i + 2]) <= 0x8a) {
+    *name = "a Unicode space (U+2000 to U+200A)";
+    return 3;
+  }
+  return 0;
+}
+
+std::string ExoticSpaceNote(std::string_view line) {
+  for (std::size_t i = 0; i < line.size(); ++i) {
+    const char* name = nullptr;
+    if (ExoticSpaceAt(line, i, &name) != 0) {
+      return "; column " + std::to_string(i + 1) + " holds " + name +
+             ", which np.loadtxt treats as a field separator but embstore convert does not "
+             "(fields are separated by spaces and tabs, or --delimiter): replace it with a space";
+    }
+  }
+  return "";
+}
+
+std::string Quote(std::string_view s) {
+  static const char* kHex = "0123456789abcdef";
+  std::string out = "'";
+  std::size_t i = 0;
+  while (i < s.size() && i < kSnippetBytes) {
+    auto c = static_cast<unsigned char>(s[i]);
+    const char* space_name = nullptr;
+    if (std::size_t n = ExoticSpaceAt(s, i, &space_name); n > 1) {
+      // A Unicode space prints like a space; show its code point instead.
+      std::uint32_t cp = n == 2 ? ((c & 0x1f) << 6) | (s[i + 1] & 0x3f)
+                                : ((c & 0x0f) << 12) | ((s[i + 1] & 0x3f) << 6) | (s[i + 2] & 0x3f);
+      char buf[12];
+      std::snprintf(buf, sizeof buf, "\\u%04x", static_cast<unsigned>(cp));
+      out += buf;
+      i += n;
+      continue;
+    }
+    if (c >= 0x80) {
+      std::size_t len = c >= 0xf0 ? 4 : c >= 0xe0 ? 3 : 2;
+      std::size_t bad = 0;
+      if (i + len <= s.size() && ValidUtf8(s.substr(i, len), &bad)) {
+        out.append(s.substr(i, len));
+        i += len;
+        continue;
+      }
+    }
+    if (c == '\'' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c >= 0x20 && c < 0x7f) {
+      out += static_cast<char>(c);
+    } else if (c == '\t') {
+      out += "\\t";
+    } else {
+      out += "\\x";
+      out += kHex[c >> 4];
+      out += kHex[c & 15];
+    }
+    ++i;
+  }
+  out += "'";
+  if (i < s.size()) out += "...";
+  return out;
+}
+
+}  // namespace embstore::convert
