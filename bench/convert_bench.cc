@@ -38,7 +38,7 @@ const std::string& Text(bool e18) {
   return t;
 }
 
-void BM_ParseChunk(benchmark::State& state, const Kernel* kernel, bool e18, DType dtype) {
+void BM_ParseChunk(benchmark::State& state, const ParseKernel* kernel, bool e18, DType dtype) {
   const std::string& t = Text(e18);
   ChunkText text{t.data() + kPad, t.data() + t.size() - kPad, t.data(), t.data() + t.size()};
   ParseParams p;
@@ -60,7 +60,7 @@ void BM_ParseChunk(benchmark::State& state, const Kernel* kernel, bool e18, DTyp
 }
 
 int Register() {
-  for (const Kernel* k : SupportedKernels()) {
+  for (const ParseKernel* k : SupportedParseKernels()) {
     for (bool e18 : {true, false}) {
       for (DType dt : {DType::kF32, DType::kF16}) {
         std::string name = std::string("ParseChunk/") + k->name + (e18 ? "/%.18e" : "/%.8g") +

@@ -1,7 +1,7 @@
 // Micro-benchmarks of the store's per-element work, in bytes of input per second, one thread:
 //   - dtype conversion: f16/bf16 -> f32 (loading a 16-bit table) and f32 -> f16/bf16 (writing one),
-//     per kernel (scalar reference, avx2, avx512 where the CPU runs them), straight from the
-//     private kernel tables so every kernel is measured in one run;
+//     per SIMD level (scalar reference, avx2, avx512 where the CPU runs them) through the public
+//     ConvertToF32On / ConvertFromF32On, so every level is measured in one run;
 //   - the public ConvertFromF32 with OverflowPolicy::kError, which scans for overflow first;
 //   - Checksum64, the per-block checksum every write computes and every verified read checks.
 // Buffers are 1 MiB of f32 (256 Ki values), about a block of rows, so they stay in L2/L3.
@@ -13,9 +13,9 @@
 #include <string>
 #include <vector>
 
-#include "dtype_kernels.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/dtype.h"
+#include "embstore/store/simd.h"
 
 namespace embstore::store {
 namespace {
@@ -37,29 +37,29 @@ const std::vector<float>& Floats() {
 std::vector<std::uint16_t> Halves(bool bf16) {
   const auto& f = Floats();
   std::vector<std::uint16_t> out(f.size());
-  const auto& k = kernels::ScalarKernels();
-  (bf16 ? k.f32_to_bf16 : k.f32_to_f16)(f.data(), out.data(), f.size());
+  ConvertFromF32On(simd::Isa::kScalar, bf16 ? DType::kBF16 : DType::kF16, f,
+                   std::as_writable_bytes(std::span<std::uint16_t>(out)),
+                   OverflowPolicy::kInfinity);
   return out;
 }
 
-void BM_ToF32(benchmark::State& state, const kernels::DTypeKernels* k, bool bf16) {
+void BM_ToF32(benchmark::State& state, simd::Isa isa, bool bf16) {
   const std::vector<std::uint16_t> src = Halves(bf16);
   std::vector<float> dst(src.size());
-  auto fn = bf16 ? k->bf16_to_f32 : k->f16_to_f32;
+  const auto bytes = std::as_bytes(std::span<const std::uint16_t>(src));
   for (auto _ : state) {
-    fn(src.data(), dst.data(), src.size());
+    ConvertToF32On(isa, bf16 ? DType::kBF16 : DType::kF16, bytes, dst);
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * src.size() * 2));
 }
 
-void BM_FromF32(benchmark::State& state, const kernels::DTypeKernels* k, bool bf16) {
+void BM_FromF32(benchmark::State& state, simd::Isa isa, bool bf16) {
   const auto& src = Floats();
-  std::vector<std::uint16_t> dst(src.size());
-  auto fn = bf16 ? k->f32_to_bf16 : k->f32_to_f16;
+  std::vector<std::byte> dst(src.size() * 2);
   for (auto _ : state) {
-    fn(src.data(), dst.data(), src.size());
+    ConvertFromF32On(isa, bf16 ? DType::kBF16 : DType::kF16, src, dst, OverflowPolicy::kInfinity);
     benchmark::DoNotOptimize(dst.data());
     benchmark::ClobberMemory();
   }
@@ -87,15 +87,13 @@ void BM_Checksum64(benchmark::State& state) {
 }
 
 int Register() {
-  std::vector<const kernels::DTypeKernels*> ks = {&kernels::ScalarKernels()};
-  if (kernels::CpuRunsAvx2Kernels()) ks.push_back(&kernels::Avx2Kernels());
-  if (kernels::CpuRunsAvx512Kernels()) ks.push_back(&kernels::Avx512Kernels());
-  for (const auto* k : ks) {
+  for (simd::Isa isa : simd::SupportedIsas()) {
+    const std::string level(simd::IsaName(isa));
     for (bool bf16 : {false, true}) {
       const std::string t = bf16 ? "bf16" : "f16";
-      benchmark::RegisterBenchmark(("DType/" + t + "_to_f32/" + k->name).c_str(), BM_ToF32, k,
+      benchmark::RegisterBenchmark(("DType/" + t + "_to_f32/" + level).c_str(), BM_ToF32, isa,
                                    bf16);
-      benchmark::RegisterBenchmark(("DType/f32_to_" + t + "/" + k->name).c_str(), BM_FromF32, k,
+      benchmark::RegisterBenchmark(("DType/f32_to_" + t + "/" + level).c_str(), BM_FromF32, isa,
                                    bf16);
     }
   }

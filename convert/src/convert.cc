@@ -40,7 +40,6 @@ std::optional<DuplicateKeyPolicy> ParseDuplicateKeyPolicy(std::string_view s) {
   return std::nullopt;
 }
 
-std::string_view ConvertKernelName() { return ActiveKernel().name; }
 
 namespace {
 constexpr std::size_t kDefaultChunkBytes = 2u << 20;
@@ -94,7 +93,7 @@ Result<ConvertStats> Converter::Run() {
   stats_.format = format_;
   stats_.dtype = o_.dtype;
   stats_.gzip = in_->gzip();
-  stats_.kernel = ActiveKernel().name;
+  stats_.kernel = ActiveParseKernel().name;
   EMBSTORE_RETURN_NOT_OK(CreateWriter());
   if (format_ == InputFormat::kWord2VecBinary) {
     Status st = RunBinary();

@@ -1,7 +1,6 @@
 #include "kernel_common.h"
 
-#include <cstdlib>
-#include <string_view>
+#include "embstore/store/simd.h"
 
 namespace embstore::convert {
 
@@ -69,40 +68,29 @@ bool ValidUtf8(std::string_view s, std::size_t* bad_offset) {
 
 namespace {
 
-constexpr Kernel kScalar{"scalar", &ParseChunkScalar};
-constexpr Kernel kAvx2{"avx2", &ParseChunkAvx2};
-constexpr Kernel kAvx512{"avx512", &ParseChunkAvx512};
+constexpr ParseKernel kScalar{"scalar", &ParseChunkScalar};
+constexpr ParseKernel kAvx2{"avx2", &ParseChunkAvx2};
+constexpr ParseKernel kAvx512{"avx512", &ParseChunkAvx512};
 
-bool CpuHasAvx2() { return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("bmi2"); }
-bool CpuHasAvx512() {
-  return CpuHasAvx2() && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-}
-
-const Kernel& PickKernel() {
-  const char* forced = std::getenv("EMBSTORE_FORCE_KERNEL");
-  std::string_view f = forced != nullptr ? forced : "";
-  if (f == "scalar") return kScalar;
-  if (f == "avx2" && CpuHasAvx2()) return kAvx2;
-  if (f == "avx512" && CpuHasAvx512()) return kAvx512;
-  // An unknown or unsupported name falls back to the best kernel: forcing is a testing aid and
-  // must never select code the CPU cannot run.
-  if (CpuHasAvx512()) return kAvx512;
-  if (CpuHasAvx2()) return kAvx2;
+const ParseKernel& KernelFor(store::simd::Isa isa) {
+  switch (isa) {
+    case store::simd::Isa::kAvx512: return kAvx512;
+    case store::simd::Isa::kAvx2: return kAvx2;
+    case store::simd::Isa::kScalar: break;
+  }
   return kScalar;
 }
 
 }  // namespace
 
-const Kernel& ActiveKernel() {
-  static const Kernel& k = PickKernel();
+const ParseKernel& ActiveParseKernel() {
+  static const ParseKernel& k = KernelFor(store::simd::ActiveIsa());
   return k;
 }
 
-std::vector<const Kernel*> SupportedKernels() {
-  std::vector<const Kernel*> v{&kScalar};
-  if (CpuHasAvx2()) v.push_back(&kAvx2);
-  if (CpuHasAvx512()) v.push_back(&kAvx512);
+std::vector<const ParseKernel*> SupportedParseKernels() {
+  std::vector<const ParseKernel*> v;
+  for (store::simd::Isa isa : store::simd::SupportedIsas()) v.push_back(&KernelFor(isa));
   return v;
 }
 

@@ -50,7 +50,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
 
   ChunkResult ref;
   ParseChunkScalar(text, p, &ref);
-  for (const Kernel* k : SupportedKernels()) {
+  for (const ParseKernel* k : SupportedParseKernels()) {
     ChunkResult r;
     k->parse(text, p, &r);
     if (!Same(ref, r)) std::abort();
@@ -58,7 +58,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   // Exactly sized, unpadded: a kernel may not read past the readable range.
   std::vector<char> tight(data + 1, data + size);
   ChunkText tight_text{tight.data(), tight.data() + n, tight.data(), tight.data() + n};
-  for (const Kernel* k : SupportedKernels()) {
+  for (const ParseKernel* k : SupportedParseKernels()) {
     ChunkResult r;
     k->parse(tight_text, p, &r);
     if (!Same(ref, r)) std::abort();

@@ -17,7 +17,7 @@ namespace {
 // Parses `text` with `k`, with padding around it so whole SIMD blocks stay readable. The bytes
 // after the chunk are `after` repeated: digits, or digits and blanks, must never leak into a
 // number of the last line.
-ChunkResult ParseWith(const Kernel& k, const std::string& text, const ParseParams& p,
+ChunkResult ParseWith(const ParseKernel& k, const std::string& text, const ParseParams& p,
                       std::string_view after = "9") {
   const std::size_t pad = 128;
   std::string buf(pad, '7');  // digits before the chunk must never leak into a number
@@ -141,12 +141,12 @@ std::string RandomText(std::mt19937_64& rng, const ParseParams& p, bool allow_er
   return s;
 }
 
-class KernelVsScalar : public ::testing::TestWithParam<const Kernel*> {};
+class KernelVsScalar : public ::testing::TestWithParam<const ParseKernel*> {};
 
 TEST_P(KernelVsScalar, AgreesOnRandomValidAndInvalidText) {
-  const Kernel& simd = *GetParam();
+  const ParseKernel& simd = *GetParam();
   ParseChunkFn scalar_fn = &ParseChunkScalar;
-  Kernel scalar{"scalar", scalar_fn};
+  ParseKernel scalar{"scalar", scalar_fn};
   std::mt19937_64 rng(1234);
   const int iterations = 3000;
   for (int it = 0; it < iterations; ++it) {
@@ -166,8 +166,8 @@ TEST_P(KernelVsScalar, AgreesOnRandomValidAndInvalidText) {
 }
 
 TEST_P(KernelVsScalar, AgreesOnRandomBytes) {
-  const Kernel& simd = *GetParam();
-  Kernel scalar{"scalar", &ParseChunkScalar};
+  const ParseKernel& simd = *GetParam();
+  ParseKernel scalar{"scalar", &ParseChunkScalar};
   std::mt19937_64 rng(99);
   const char alphabet[] = "0123456789.eE+-  \t\n\r#,infaINFAxyz\xc3\xa9";
   for (int it = 0; it < 5000; ++it) {
@@ -260,8 +260,8 @@ std::string HardToken(std::mt19937_64& rng) {
 }
 
 TEST_P(KernelVsScalar, AgreesOnHardRoundingCasesInLongRows) {
-  const Kernel& simd = *GetParam();
-  Kernel scalar{"scalar", &ParseChunkScalar};
+  const ParseKernel& simd = *GetParam();
+  ParseKernel scalar{"scalar", &ParseChunkScalar};
   std::mt19937_64 rng(4242);
   for (int it = 0; it < 400; ++it) {
     ParseParams p;
@@ -401,9 +401,9 @@ std::string SciToken(std::mt19937_64& rng, bool allow_errors) {
 // where valid, against glibc's strtof; the bytes after the chunk alternate between digits and
 // digits with blanks.
 template <class TokenFn>
-void CheckRowsOf(const Kernel& simd, TokenFn token, std::uint32_t max_dim, int iterations,
+void CheckRowsOf(const ParseKernel& simd, TokenFn token, std::uint32_t max_dim, int iterations,
                  std::uint64_t seed, DType dtype = DType::kF32) {
-  Kernel scalar{"scalar", &ParseChunkScalar};
+  ParseKernel scalar{"scalar", &ParseChunkScalar};
   std::mt19937_64 rng(seed);
   for (int it = 0; it < iterations; ++it) {
     const bool allow_errors = it % 3 == 0;
@@ -494,9 +494,9 @@ TEST_P(KernelVsScalar, AgreesOnRowsInF16AndBF16) {
   }
 }
 
-std::vector<const Kernel*> SimdKernels() {
-  std::vector<const Kernel*> v;
-  for (const Kernel* k : SupportedKernels()) {
+std::vector<const ParseKernel*> SimdKernels() {
+  std::vector<const ParseKernel*> v;
+  for (const ParseKernel* k : SupportedParseKernels()) {
     if (std::string(k->name) != "scalar") v.push_back(k);
   }
   return v;
@@ -509,7 +509,7 @@ INSTANTIATE_TEST_SUITE_P(Simd, KernelVsScalar, ::testing::ValuesIn(SimdKernels()
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(KernelVsScalar);
 
 TEST(ScalarKernel, ParsesAMatrixWithCommentsBlankLinesAndCrlf) {
-  Kernel scalar{"scalar", &ParseChunkScalar};
+  ParseKernel scalar{"scalar", &ParseChunkScalar};
   ParseParams p;
   p.dim = 2;
   p.comments = "#";
@@ -526,7 +526,7 @@ TEST(ScalarKernel, ParsesAMatrixWithCommentsBlankLinesAndCrlf) {
 }
 
 TEST(ScalarKernel, ReportsRaggedRowsWithTheirPosition) {
-  Kernel scalar{"scalar", &ParseChunkScalar};
+  ParseKernel scalar{"scalar", &ParseChunkScalar};
   ParseParams p;
   p.dim = 3;
   ChunkResult r = ParseWith(scalar, "1 2 3\n4 5\n", p);
@@ -543,7 +543,7 @@ TEST(ScalarKernel, ReportsRaggedRowsWithTheirPosition) {
 }
 
 TEST(ScalarKernel, ReportsBadTokensWholeAndEmptyFields) {
-  Kernel scalar{"scalar", &ParseChunkScalar};
+  ParseKernel scalar{"scalar", &ParseChunkScalar};
   ParseParams p;
   p.dim = 2;
   ChunkResult r = ParseWith(scalar, "1 2\n3 1.5d0\n", p);
@@ -560,7 +560,7 @@ TEST(ScalarKernel, ReportsBadTokensWholeAndEmptyFields) {
 }
 
 TEST(ScalarKernel, KeyedRowsKeepTokensAndRejectBadUtf8) {
-  Kernel scalar{"scalar", &ParseChunkScalar};
+  ParseKernel scalar{"scalar", &ParseChunkScalar};
   ParseParams p;
   p.layout = Layout::kKeyed;
   p.dim = 2;

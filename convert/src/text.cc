@@ -107,7 +107,7 @@ Status Converter::RunTextPipeline() {
   const unsigned threads =
       o_.threads != 0 ? o_.threads : std::max(1u, std::thread::hardware_concurrency());
   stats_.threads = threads;
-  const Kernel& kernel = ActiveKernel();
+  const ParseKernel& kernel = ActiveParseKernel();
   if (threads == 1) {
     ChunkResult r;
     Chunk c = first_;

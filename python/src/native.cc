@@ -339,7 +339,7 @@ NB_MODULE(_native, m) {
   m.doc() = "Native core of the embstore package (embstore::client and embstore::store).";
   m.attr("__version__") = std::string(embstore::store::EmbstoreVersion());
   m.def(
-      "active_kernel", [] { return std::string(embstore::store::ActiveKernelName()); },
+      "active_kernel", [] { return std::string(embstore::store::simd::IsaName(embstore::store::simd::ActiveIsa())); },
       "Name of the SIMD kernel used for dtype conversion on this machine.");
 
   nb::class_<PyConnectOptions>(m, "ConnectOptions")

@@ -1,7 +1,5 @@
 #include "embstore/store/dtype.h"
 
-#include <cpuid.h>
-
 #include <bit>
 #include <cmath>
 #include <cstdlib>
@@ -26,46 +24,17 @@ const DTypeKernels& ScalarKernels() {
   return k;
 }
 
-namespace {
-
-// F16C through CPUID leaf 1 (ECX bit 29): clang's __builtin_cpu_supports does not know "f16c".
-bool HasF16c() {
-  unsigned eax, ebx, ecx, edx;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && (ecx & (1u << 29)) != 0;
-}
-
-}  // namespace
-
-bool CpuRunsAvx2Kernels() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") && HasF16c() && __builtin_cpu_supports("fma");
-}
-
-bool CpuRunsAvx512Kernels() {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
-}
-
-namespace {
-
-const DTypeKernels& Choose() {
-  const char* forced = std::getenv("EMBSTORE_FORCE_KERNEL");
-  std::string want = forced ? forced : "";
-  const bool has_avx512 = CpuRunsAvx512Kernels();
-  const bool has_avx2 = CpuRunsAvx2Kernels();
-  if (want == "scalar") return ScalarKernels();
-  if (want == "avx2" && has_avx2) return Avx2Kernels();
-  if (want == "avx512" && has_avx512) return Avx512Kernels();
-  if (has_avx512 && want.empty()) return Avx512Kernels();
-  if (has_avx2) return Avx2Kernels();
+const DTypeKernels& KernelsFor(simd::Isa isa) {
+  switch (isa) {
+    case simd::Isa::kAvx512: return Avx512Kernels();
+    case simd::Isa::kAvx2: return Avx2Kernels();
+    case simd::Isa::kScalar: break;
+  }
   return ScalarKernels();
 }
 
-}  // namespace
-
 const DTypeKernels& ActiveKernels() {
-  static const DTypeKernels& k = Choose();
+  static const DTypeKernels& k = KernelsFor(simd::ActiveIsa());
   return k;
 }
 
@@ -122,9 +91,11 @@ bool OverflowsTo(DType t, float f) {
   return false;
 }
 
-void ConvertToF32(DType t, std::span<const std::byte> src, std::span<float> dst) {
+namespace {
+
+void ConvertToF32With(const kernels::DTypeKernels& k, DType t, std::span<const std::byte> src,
+                      std::span<float> dst) {
   if (dst.empty()) return;  // an empty span may carry a null pointer, which memcpy must not get
-  const auto& k = kernels::ActiveKernels();
   switch (t) {
     case DType::kF32:
       std::memcpy(dst.data(), src.data(), dst.size() * 4);
@@ -140,10 +111,10 @@ void ConvertToF32(DType t, std::span<const std::byte> src, std::span<float> dst)
   }
 }
 
-std::optional<std::size_t> ConvertFromF32(DType t, std::span<const float> src,
-                                          std::span<std::byte> dst, OverflowPolicy policy) {
+std::optional<std::size_t> ConvertFromF32With(const kernels::DTypeKernels& k, DType t,
+                                              std::span<const float> src, std::span<std::byte> dst,
+                                              OverflowPolicy policy) {
   if (src.empty()) return std::nullopt;
-  const auto& k = kernels::ActiveKernels();
   if (policy == OverflowPolicy::kError && t != DType::kF32) {
     // One vectorized pass finds whether anything overflows; only then look for the first one.
     const std::uint32_t limit = t == DType::kF16 ? kF16OverflowBits : kBF16OverflowBits;
@@ -167,6 +138,25 @@ std::optional<std::size_t> ConvertFromF32(DType t, std::span<const float> src,
   return std::nullopt;
 }
 
-std::string_view ActiveKernelName() { return kernels::ActiveKernels().name; }
+}  // namespace
+
+void ConvertToF32(DType t, std::span<const std::byte> src, std::span<float> dst) {
+  ConvertToF32With(kernels::ActiveKernels(), t, src, dst);
+}
+
+std::optional<std::size_t> ConvertFromF32(DType t, std::span<const float> src,
+                                          std::span<std::byte> dst, OverflowPolicy policy) {
+  return ConvertFromF32With(kernels::ActiveKernels(), t, src, dst, policy);
+}
+
+void ConvertToF32On(simd::Isa isa, DType t, std::span<const std::byte> src,
+                    std::span<float> dst) {
+  ConvertToF32With(kernels::KernelsFor(isa), t, src, dst);
+}
+
+std::optional<std::size_t> ConvertFromF32On(simd::Isa isa, DType t, std::span<const float> src,
+                                            std::span<std::byte> dst, OverflowPolicy policy) {
+  return ConvertFromF32With(kernels::KernelsFor(isa), t, src, dst, policy);
+}
 
 }  // namespace embstore::store

@@ -10,6 +10,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "embstore/store/simd.h"
+
 namespace embstore::store::kernels {
 
 struct DTypeKernels {
@@ -26,11 +28,9 @@ const DTypeKernels& ScalarKernels();
 const DTypeKernels& Avx2Kernels();    // requires AVX2 + F16C + FMA
 const DTypeKernels& Avx512Kernels();  // requires AVX-512 F/BW/VL/DQ
 
-// Whether this CPU can run those kernels.
-bool CpuRunsAvx2Kernels();
-bool CpuRunsAvx512Kernels();
-
-// The kernels dtype.cc dispatches to (chosen once; EMBSTORE_FORCE_KERNEL overrides).
+// The kernels of one level (precondition: simd::CpuSupports(isa)), and those of simd::ActiveIsa(),
+// which dtype.h's conversions use.
+const DTypeKernels& KernelsFor(simd::Isa isa);
 const DTypeKernels& ActiveKernels();
 
 }  // namespace embstore::store::kernels

@@ -28,8 +28,9 @@ float FromBits(std::uint32_t u) {
 
 std::vector<const DTypeKernels*> SimdKernels() {
   std::vector<const DTypeKernels*> out;
-  if (kernels::CpuRunsAvx2Kernels()) out.push_back(&kernels::Avx2Kernels());
-  if (kernels::CpuRunsAvx512Kernels()) out.push_back(&kernels::Avx512Kernels());
+  for (simd::Isa isa : simd::SupportedIsas()) {
+    if (isa != simd::Isa::kScalar) out.push_back(&kernels::KernelsFor(isa));
+  }
   return out;
 }
 

@@ -458,6 +458,23 @@ def test_every_forced_kernel_writes_the_same_table(embstore_bin, tmp_path):
         assert tables["scalar", dtype] == tables["avx2", dtype] == tables["avx512", dtype]
 
 
+def test_an_unknown_forced_kernel_warns_once_and_uses_the_best(embstore_bin, tmp_path):
+    src = write(tmp_path / "m.txt", "1 2\n3 4\n")
+    best = run([embstore_bin, "convert", src, tmp_path / "best.emb"],
+               env={k: v for k, v in os.environ.items() if k != "EMBSTORE_FORCE_KERNEL"})
+    assert best.returncode == 0, best.stderr
+    assert "warning" not in best.stderr
+    for value in ["sse9", "AVX2", " "]:
+        out = run([embstore_bin, "convert", src, tmp_path / "t.emb", "--force"],
+                  env={**os.environ, "EMBSTORE_FORCE_KERNEL": value})
+        assert out.returncode == 0, out.stderr
+        warnings = [line for line in out.stderr.splitlines() if "EMBSTORE_FORCE_KERNEL" in line]
+        assert len(warnings) == 1, out.stderr
+        assert f"EMBSTORE_FORCE_KERNEL={value} is not one of scalar, avx2, avx512" in warnings[0]
+        # The same kernel as without the variable: the best this CPU runs.
+        assert best.stdout.split(", ")[-1] == out.stdout.split(", ")[-1]
+
+
 # --- Whitespace np.loadtxt splits on, control bytes, and what detection reports -----------------
 
 @pytest.mark.parametrize("space,name", [

@@ -98,16 +98,13 @@ struct ConvertStats {
   double seconds = 0;
   unsigned threads = 0;
   bool gzip = false;
-  std::string kernel;               // "avx512", "avx2" or "scalar"
+  std::string kernel;               // SIMD level of the parse kernels: "avx512", "avx2" or
+                                    // "scalar" (store/simd.h)
 };
 
 // Converts `input` ("-" for stdin) into a table file at `output`.
 Result<ConvertStats> Convert(const std::string& input, const std::string& output,
                              const ConvertOptions& options);
-
-// Name of the text-parsing kernel this process uses: "avx512", "avx2" or "scalar".
-// EMBSTORE_FORCE_KERNEL (scalar|avx2|avx512) forces one, as for dtype.h.
-std::string_view ConvertKernelName();
 
 }  // namespace embstore::convert
 

@@ -1,13 +1,14 @@
 // Chunk parsing kernels of the converter. Public for the parser benchmarks and tests only; the
 // converter's API is convert.h.
 //
-// A kernel parses one chunk of whole lines of text into encoded rows. It is a plain function over
-// a byte range that fills a plain result struct; positions of errors are offsets into the chunk,
-// and the caller (convert.cc) turns them into file:line:column messages.
+// A parse kernel parses one chunk of whole lines of text into encoded rows. It is a plain function
+// over a byte range that fills a plain result struct; positions of errors are offsets into the
+// chunk, and the caller (text.cc) turns them into file:line:column messages.
 //
-// The same generic algorithm (parse_impl.h) is compiled once per instruction set: scalar (the
-// reference), avx2 and avx512. Dispatch picks the best one the CPU supports once per process;
-// EMBSTORE_FORCE_KERNEL=scalar|avx2|avx512 forces one (tests check every kernel against scalar).
+// The same generic algorithm (parse_impl.h) is compiled once per SIMD level: scalar (the
+// reference), avx2 and avx512. The level is store/simd.h's ActiveIsa(), the one probe and override
+// rule (EMBSTORE_FORCE_KERNEL) shared with the dtype kernels; tests check every level against
+// scalar.
 #ifndef EMBSTORE_CONVERT_PARSE_KERNELS_H_
 #define EMBSTORE_CONVERT_PARSE_KERNELS_H_
 
@@ -115,15 +116,15 @@ struct ChunkText {
 
 using ParseChunkFn = void (*)(const ChunkText& text, const ParseParams& params, ChunkResult* out);
 
-struct Kernel {
+struct ParseKernel {
   const char* name;
   ParseChunkFn parse;
 };
 
-// The kernel for this process (see above). Thread-safe.
-const Kernel& ActiveKernel();
-// Every kernel this CPU can run, scalar first.
-std::vector<const Kernel*> SupportedKernels();
+// The parse kernel of simd::ActiveIsa(). Thread-safe.
+const ParseKernel& ActiveParseKernel();
+// The parse kernel of every level this CPU runs, scalar first.
+std::vector<const ParseKernel*> SupportedParseKernels();
 
 // Per-ISA entry points (parse_*.cc).
 void ParseChunkScalar(const ChunkText& text, const ParseParams& params, ChunkResult* out);

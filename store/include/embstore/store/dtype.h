@@ -4,9 +4,9 @@
 // says. Conversions to f32 are exact. Conversions from f32 round to nearest, ties to even; values
 // beyond the target's finite range either become +/-inf or are reported, as the caller chooses.
 //
-// The span-wide conversions pick a SIMD kernel once per process from what the CPU supports (see
-// ActiveKernelName()); the environment variable EMBSTORE_FORCE_KERNEL=scalar forces the scalar
-// reference kernel, which tests use to check the others. All functions are thread-safe.
+// The span-wide conversions run the SIMD kernels of simd::ActiveIsa() (store/simd.h: the best
+// level the CPU runs, or EMBSTORE_FORCE_KERNEL); the *On variants name a level, for benchmarks
+// and tests that compare levels. All functions are thread-safe.
 #ifndef EMBSTORE_STORE_DTYPE_H_
 #define EMBSTORE_STORE_DTYPE_H_
 
@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include "embstore/common/status.h"
+#include "embstore/store/simd.h"
 
 namespace embstore::store {
 
@@ -56,8 +57,11 @@ enum class OverflowPolicy { kError, kInfinity };
 std::optional<std::size_t> ConvertFromF32(DType t, std::span<const float> src,
                                           std::span<std::byte> dst, OverflowPolicy policy);
 
-// Name of the kernel ConvertToF32 uses on this machine: "avx512", "avx2" or "scalar".
-std::string_view ActiveKernelName();
+// ConvertToF32 and ConvertFromF32 with the kernels of `isa`, whatever ActiveIsa() is.
+// Precondition: simd::CpuSupports(isa).
+void ConvertToF32On(simd::Isa isa, DType t, std::span<const std::byte> src, std::span<float> dst);
+std::optional<std::size_t> ConvertFromF32On(simd::Isa isa, DType t, std::span<const float> src,
+                                            std::span<std::byte> dst, OverflowPolicy policy);
 
 }  // namespace embstore::store
 
