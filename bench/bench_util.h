@@ -1,39 +1,32 @@
-// Private helpers shared by the benchmark drivers: child processes, memory readings and the
-// iperf3 loopback ceiling. Benchmarks print figures; they never assert speed.
+// Private helpers shared by the benchmark drivers: child processes that must start (the driver
+// exits with a message otherwise), memory readings and the iperf3 loopback ceiling. Processes and
+// /proc readings themselves come from embstore::testkit. Benchmarks print figures; they never
+// assert speed.
 #ifndef EMBSTORE_BENCH_BENCH_UTIL_H_
 #define EMBSTORE_BENCH_BENCH_UTIL_H_
 
 #include <sys/types.h>
 
-#include <mutex>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
-#include <thread>
 #include <vector>
+
+#include "embstore/testkit/child_process.h"
 
 namespace embstore::bench {
 
-// A child process (posix_spawn), stdout to /dev/null, stderr optionally captured. SIGTERMed and
-// reaped on destruction.
-class Child {
- public:
-  Child(const std::string& bin, const std::vector<std::string>& args, bool capture_stderr);
-  ~Child();
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
+using testkit::ChildProcess;
 
-  void Stop(int sig);
-  std::string Stderr();
-  // Waits (up to a minute) for a JSON log line on stderr whose "msg" is `msg`; exits on timeout.
-  nlohmann::json AwaitLog(const std::string& msg);
-  pid_t pid() const { return pid_; }
+// Starts `bin` (stdout to /dev/null, stderr captured when asked; SIGTERMed and reaped when the
+// object goes away), or exits the benchmark saying it could not.
+std::unique_ptr<ChildProcess> StartChild(const std::string& bin,
+                                         const std::vector<std::string>& args,
+                                         bool capture_stderr);
 
- private:
-  pid_t pid_ = -1;
-  std::thread reader_;
-  std::mutex mu_;
-  std::string err_;
-};
+// The child's JSON log line whose "msg" is `msg` (up to a minute), or exits the benchmark with
+// what the child wrote.
+nlohmann::json AwaitLogOrExit(ChildProcess& child, const std::string& msg);
 
 // kB fields of /proc/PID/status.
 struct Rss {

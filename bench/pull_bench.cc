@@ -31,7 +31,6 @@
 namespace {
 
 using Clock = std::chrono::steady_clock;
-using embstore::bench::Child;
 
 double Seconds(Clock::time_point a) {
   return std::chrono::duration<double>(Clock::now() - a).count();
@@ -99,10 +98,11 @@ int main(int argc, char** argv) {
   results["iperf3_bytes_per_s"] = iperf;
   std::printf("iperf3 single stream:        %6.2f GB/s\n", iperf / 1e9);
 
-  Child server(EMBSTORE_BIN,
-               {"serve", "--store", dir.string(), "--listen", "127.0.0.1:0", "--log-level", "info"},
-               true);
-  const std::string target = server.AwaitLog("listening")["addresses"][0];
+  auto server = embstore::bench::StartChild(
+      EMBSTORE_BIN,
+      {"serve", "--store", dir.string(), "--listen", "127.0.0.1:0", "--log-level", "info"}, true);
+  const std::string target =
+      embstore::bench::AwaitLogOrExit(*server, "listening")["addresses"][0];
   embstore::client::ConnectOptions co;
   co.target = target;
   auto client = embstore::client::Client::Connect(co);
@@ -167,7 +167,7 @@ int main(int argc, char** argv) {
 
   if (!json_out.empty()) std::ofstream(json_out) << results.dump(2) << "\n";
   ::munmap(mem, bytes);
-  server.Stop(SIGTERM);
+  server->Stop(SIGTERM);
   fs::remove_all(dir);
   return 0;
 }

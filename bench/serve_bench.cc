@@ -39,6 +39,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench_util.h"
+#include "embstore/testkit/temp_dir.h"
 #include "embstore/proto/row_chunk_codec.h"
 #include <sstream>
 #include <string>
@@ -68,7 +69,8 @@ struct Options {
   std::string json;  // also write the results here
 };
 
-using embstore::bench::Child;
+using embstore::bench::AwaitLogOrExit;
+using embstore::bench::StartChild;
 using embstore::bench::IperfBytesPerSecond;
 using embstore::bench::ReadRss;
 using embstore::bench::Rss;
@@ -452,11 +454,8 @@ int main(int argc, char** argv) {
       return 2;
     }
   }
-  std::string dir = o.keep;
-  if (dir.empty()) {
-    char tmpl[] = "/tmp/embstore-serve-bench-XXXXXX";
-    dir = ::mkdtemp(tmpl);
-  }
+  embstore::testkit::TempDir temp("serve-bench");
+  const std::string dir = o.keep.empty() ? temp.path() : o.keep;
   std::filesystem::create_directories(dir);
   const std::string path = MakeTable(o, dir);
   const double table_bytes = static_cast<double>(o.rows * o.dim * 4);
@@ -464,10 +463,10 @@ int main(int argc, char** argv) {
   // Rounds of (iperf3, serve pull, naive pull), interleaved so that load from other work on the
   // machine hits all three alike. Reported: the best of each, and the median of the per-round
   // ratios.
-  Child server(o.embstore, {"serve", "--store", dir, "--listen", "127.0.0.1:0"}, true);
-  const std::string target = server.AwaitLog("listening")["addresses"][0];
-  Child naive_server("/proc/self/exe", {"--naive-server", path}, true);
-  const std::string naive_target = naive_server.AwaitLog("listening")["addresses"][0];
+  auto server = StartChild(o.embstore, {"serve", "--store", dir, "--listen", "127.0.0.1:0"}, true);
+  const std::string target = AwaitLogOrExit(*server, "listening")["addresses"][0];
+  auto naive_server = StartChild("/proc/self/exe", {"--naive-server", path}, true);
+  const std::string naive_target = AwaitLogOrExit(*naive_server, "listening")["addresses"][0];
   double iperf = 0, served = 0, naive = 0;
   std::vector<double> ratio_iperf, ratio_naive;
   for (int round = 0; round < o.repeats; ++round) {
@@ -485,12 +484,11 @@ int main(int argc, char** argv) {
   std::vector<Concurrent> zcs, nvs;
   for (int n : o.clients) {
     std::fprintf(stderr, "%d concurrent pulls from each server ...\n", n);
-    zcs.push_back(PullConcurrently(o, n, target, server.pid()));
-    nvs.push_back(PullConcurrently(o, n, naive_target, naive_server.pid()));
+    zcs.push_back(PullConcurrently(o, n, target, server->pid()));
+    nvs.push_back(PullConcurrently(o, n, naive_target, naive_server->pid()));
   }
-  naive_server.Stop(SIGTERM);
-  server.Stop(SIGTERM);
-  if (o.keep.empty()) std::filesystem::remove_all(dir);
+  naive_server->Stop(SIGTERM);
+  server->Stop(SIGTERM);
 
   std::printf("table                      %llu x %llu f32, %.1f MiB\n",
               static_cast<unsigned long long>(o.rows), static_cast<unsigned long long>(o.dim),

@@ -20,6 +20,7 @@ endif()
 function(embstore_add_gtest name)
   cmake_parse_arguments(T "" "" "SOURCES;LIBS" ${ARGN})
   add_executable(${name} ${T_SOURCES})
-  target_link_libraries(${name} PRIVATE ${T_LIBS} GTest::gtest GTest::gtest_main embstore::options)
+  target_link_libraries(${name} PRIVATE ${T_LIBS} embstore::testkit GTest::gtest GTest::gtest_main
+                        embstore::options)
   gtest_discover_tests(${name} DISCOVERY_TIMEOUT 60 PROPERTIES TIMEOUT 300)
 endfunction()

@@ -1,4 +1,5 @@
 #include "embstore/common/atomic_file.h"
+#include "embstore/testkit/temp_dir.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -11,17 +12,9 @@
 namespace embstore {
 namespace {
 
-std::string TempDir() {
-  char tmpl[] = "/tmp/embstore-atomic-XXXXXX";
-  return mkdtemp(tmpl);
-}
+std::string TempDir() { return testkit::ScratchDir("atomic-test"); }
 
-std::string Read(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+std::string Read(const std::string& path) { return testkit::ReadFileOrEmpty(path); }
 
 int CountEntries(const std::string& dir) {
   int n = 0;

@@ -1,4 +1,5 @@
 #include "embstore/common/mapping_guard.h"
+#include "embstore/testkit/temp_dir.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -19,16 +20,13 @@ namespace {
 class TempFile {
  public:
   TempFile(std::size_t n, char c) {
-    char tmpl[] = "/tmp/embstore_guard_test_XXXXXX";
-    dir_ = ::mkdtemp(tmpl);
-    path_ = dir_ + "/f.bin";
-    std::ofstream(path_, std::ios::binary) << std::string(n, c);
+    path_ = dir_.File("f.bin");
+    testkit::WriteFileOrDie(path_, std::string(n, c));
   }
-  ~TempFile() { std::filesystem::remove_all(dir_); }
   const std::string& path() const { return path_; }
 
  private:
-  std::string dir_;
+  testkit::TempDir dir_{"guard-test"};
   std::string path_;
 };
 

@@ -1,5 +1,6 @@
 // End-to-end tests of Convert(): real files in, table files out, read back with Table.
 #include "embstore/convert/convert.h"
+#include "embstore/testkit/temp_dir.h"
 
 #include <sys/stat.h>
 #include <unistd.h>
@@ -28,12 +29,7 @@ namespace fs = std::filesystem;
 
 class ConvertTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/embstore_convert_test_XXXXXX";
-    ASSERT_NE(::mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  void SetUp() override { dir_ = temp_.path(); }
 
   std::string Write(const std::string& name, const std::string& content) {
     std::string path = dir_ + "/" + name;
@@ -66,6 +62,7 @@ class ConvertTest : public ::testing::Test {
     return v;
   }
 
+  testkit::TempDir temp_{"convert-test"};
   std::string dir_;
 };
 

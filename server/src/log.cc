@@ -1,12 +1,13 @@
 #include "embstore/server/log.h"
 
-#include <sys/time.h>
 #include <unistd.h>
 
 #include <atomic>
-#include <ctime>
+#include <chrono>
 #include <mutex>
 #include <string>
+
+#include "embstore/common/timestamp.h"
 
 namespace embstore::server {
 namespace {
@@ -30,17 +31,7 @@ const char* LevelName(LogLevel l) {
   return "info";
 }
 
-std::string Now() {
-  struct timeval tv;
-  ::gettimeofday(&tv, nullptr);
-  struct tm tm;
-  ::gmtime_r(&tv.tv_sec, &tm);
-  char buf[64];
-  std::snprintf(buf, sizeof buf, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<int>(tv.tv_usec / 1000));
-  return buf;
-}
+std::string Now() { return Rfc3339UtcMillis(std::chrono::system_clock::now()); }
 
 }  // namespace
 

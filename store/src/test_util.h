@@ -12,24 +12,18 @@
 #include <vector>
 
 #include "embstore/store/table.h"
+#include "embstore/testkit/temp_dir.h"
 #include "embstore/store/writer.h"
 
 namespace embstore::store::testing {
 
-inline std::string TempDir() {
-  char tmpl[] = "/tmp/embstore-test-XXXXXX";
-  return mkdtemp(tmpl);
-}
+// A fresh directory, removed when the test program exits.
+inline std::string TempDir() { return testkit::ScratchDir("store-test"); }
 
-inline std::string ReadFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
+inline std::string ReadFile(const std::string& path) { return testkit::ReadFileOrEmpty(path); }
 
 inline void WriteFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
+  testkit::WriteFileOrDie(path, bytes);
 }
 
 // rows x dim floats, deterministic for a seed.

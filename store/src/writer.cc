@@ -12,6 +12,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "embstore/common/timestamp.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
 #include "header.h"
@@ -25,15 +26,6 @@ struct TableWriter::Hasher {
 namespace {
 
 constexpr std::size_t kBufferBytes = 4u << 20;
-
-std::string Rfc3339Utc(std::int64_t unix_seconds) {
-  std::time_t t = static_cast<std::time_t>(unix_seconds);
-  std::tm tm{};
-  gmtime_r(&t, &tm);
-  char buf[32];
-  std::strftime(buf, sizeof buf, "%Y-%m-%dT%H:%M:%SZ", &tm);
-  return buf;
-}
 
 std::uint64_t KeySlotsFor(std::uint64_t rows) {
   // A load factor of at most 1/2 keeps linear probing short; at least one slot always stays empty

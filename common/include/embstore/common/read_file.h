@@ -1,0 +1,21 @@
+// Reads a whole small file (TLS certificates and keys, tokens, config files) into memory.
+#ifndef EMBSTORE_COMMON_READ_FILE_H_
+#define EMBSTORE_COMMON_READ_FILE_H_
+
+#include <cstddef>
+#include <string>
+#include <string_view>
+
+#include "embstore/common/status.h"
+
+namespace embstore {
+
+// The bytes of `path`. Errors say what the file is for: InvalidArgument "cannot read TLS CA file
+// 'ca.pem': No such file or directory", or "... is larger than N bytes" past `max_bytes` (so a
+// wrong path such as /dev/zero cannot exhaust memory).
+Result<std::string> ReadSmallFile(const std::string& path, std::string_view what,
+                                  std::size_t max_bytes = 16u << 20);
+
+}  // namespace embstore
+
+#endif  // EMBSTORE_COMMON_READ_FILE_H_
