@@ -9,7 +9,7 @@ use, so importing embstore never imports TensorFlow or PyTorch).
 """
 from . import errors
 from ._core import ALIGNMENT, Source, aligned_empty, load, numpy_dtype
-from ._loader import _native
+from ._native_import import _native
 
 __version__ = _native.__version__
 # Name of the SIMD kernel that converts F16/BF16 rows on this machine ("avx512", "avx2" or

@@ -4,7 +4,7 @@ import re
 
 import numpy as np
 
-from ._loader import _native
+from ._native_import import _native
 from .errors import CancelledError, InvalidArgumentError, MissingKeysError, NotFoundError
 
 ALIGNMENT = 64
