@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """End-to-end converter benchmark: `embstore convert` against np.loadtxt and pandas.read_csv.
 
-bench/run.py (the full report) imports this module's helpers and runs more baselines from
-BASELINE: pyarrow.csv and gensim's word2vec reader.
+bench/run.py (the full report) runs the same in its conversion phase, with more baselines:
+pyarrow.csv and gensim's word2vec reader. Both share bench/harness (the baselines are
+harness/contenders/text_parsers.py, run by harness/phases/conversion.py).
 
 Generates the benchmark files (938,280 x 128 float32 values written as np.savetxt would with
 fmt='%.18e', its default, and with '%.8g') using bench/gen_text.cc, then, in the same run and on
@@ -30,129 +31,15 @@ import os
 import pathlib
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from harness.data import SEED_DIM, SEED_ROWS, find_build_dir  # noqa: E402
+from harness.phases.conversion import check_sample, run_baseline  # noqa: E402
+from harness.processes import measured  # noqa: E402
 
-SEED_ROWS, SEED_DIM = 938_280, 128
-
-
-def find_build_dir(explicit):
-    candidates = [explicit] if explicit else []
-    if os.environ.get("EMBSTORE_BUILD_DIR"):
-        candidates.append(os.environ["EMBSTORE_BUILD_DIR"])
-    candidates += [ROOT / "build" / "release", ROOT / "build" / "dev"]
-    for c in candidates:
-        c = pathlib.Path(c)
-        if (c / "cli" / "embstore").exists() and (c / "bench" / "embstore_gen_text").exists():
-            return c
-    sys.exit("no build with cli/embstore and bench/embstore_gen_text found; build first "
-             "(cmake --preset release && cmake --build --preset release) or pass --build-dir")
-
-
-GNU_TIME = "/usr/bin/time"
-
-
-def measured(cmd):
-    """Runs cmd; returns (wall seconds, peak RSS in MiB, stdout text). Fails loudly on error.
-
-    Peak RSS comes from GNU time when it is installed: the kernel's maxrss of a process started
-    straight from this one would include this Python process's size at fork. Without GNU time
-    the wait4() figure is used, an upper bound."""
-    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err, \
-            tempfile.NamedTemporaryFile(mode="r") as rss_file:
-        full = [str(c) for c in cmd]
-        use_time = os.access(GNU_TIME, os.X_OK)
-        if use_time:
-            full = [GNU_TIME, "-f", "%M", "-o", rss_file.name] + full
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(full, stdout=out, stderr=err)
-        _, status, usage = os.wait4(proc.pid, 0)
-        wall = time.perf_counter() - t0
-        out.seek(0)
-        err.seek(0)
-        text, errtext = out.read().decode(), err.read().decode()
-        rss = usage.ru_maxrss / 1024.0
-        if use_time:
-            rss = int(rss_file.read().split()[-1]) / 1024.0
-    if os.waitstatus_to_exitcode(status) != 0:
-        sys.exit(f"command failed: {' '.join(map(str, cmd))}\n{errtext}")
-    return wall, rss, text
-
-
-BASELINE = r"""
-import sys, time, numpy as np
-path, which = sys.argv[1], sys.argv[2]
-if which == "pandas":
-    import pandas as pd
-elif which == "pyarrow":
-    import pyarrow.csv as pacsv
-elif which == "gensim":
-    from gensim.models import KeyedVectors
-t0 = time.perf_counter()
-if which == "loadtxt":
-    a = np.loadtxt(path, dtype=np.float32)
-elif which == "pandas":
-    a = pd.read_csv(path, engine="c", header=None, sep=" ").to_numpy()
-elif which == "pyarrow":
-    # Multithreaded C++ reader; float32 columns asked for, then one (rows, dim) array as the
-    # other contenders produce.
-    with open(path, "rb") as f:
-        dim = len(f.readline().split())
-    names = [f"c{i}" for i in range(dim)]
-    t = pacsv.read_csv(path, read_options=pacsv.ReadOptions(column_names=names),
-                       parse_options=pacsv.ParseOptions(delimiter=" "),
-                       convert_options=pacsv.ConvertOptions(
-                           column_types={n: "float32" for n in names}))
-    a = np.empty((t.num_rows, dim), dtype=np.float32)
-    for i, c in enumerate(t.columns):
-        a[:, i] = c.to_numpy()
-else:  # gensim, on the word2vec text form ("ROWS DIM" header, then "word v1 ... vDIM")
-    a = KeyedVectors.load_word2vec_format(path, binary=False).vectors
-print(time.perf_counter() - t0, a.shape[0], a.shape[1])
-"""
-
-# What each baseline in BASELINE runs, as reports name it.
-BASELINE_LABELS = {
-    "loadtxt": "np.loadtxt(dtype=float32)",
-    "pandas": "pandas.read_csv(engine='c')",
-    "pyarrow": "pyarrow.csv.read_csv (float32)",
-    "gensim": "gensim load_word2vec_format",
-}
-
-
-def run_baseline(which, path):
-    """Parse time measured inside the baseline's own process (interpreter start excluded)."""
-    _, rss, out = measured([sys.executable, "-c", BASELINE, path, which])
-    secs, rows, dim = out.split()[-3:]
-    return float(secs), rss, (int(rows), int(dim))
-
-
-def read_matrix_rows(table_path, rows):
-    """First `rows` rows of a table's f32 matrix, memory-mapped (docs/FORMAT.md: an 8-byte
-    header length, the JSON header, the data buffer). Keeps this process small: a child's peak
-    RSS as the kernel reports it starts from its parent's size at fork."""
-    import struct
-    import numpy as np
-    with open(table_path, "rb") as f:
-        (n,) = struct.unpack("<Q", f.read(8))
-        header = json.loads(f.read(n))
-    emb = header["embedding"]
-    assert emb["dtype"] == "F32", emb
-    begin = 8 + n + emb["data_offsets"][0]
-    dim = emb["shape"][1]
-    m = np.memmap(table_path, dtype="<f4", mode="r", offset=begin, shape=(rows, dim))
-    return np.array(m)
-
-
-def check_sample(table_path, text_path, rows):
-    """Compares the first `rows` rows with np.loadtxt; returns (compared, differing values)."""
-    import numpy as np
-    ours = read_matrix_rows(table_path, rows)
-    ref = np.loadtxt(text_path, dtype=np.float32, max_rows=rows)
-    diff = int(np.count_nonzero(ours.view(np.uint32) != ref.view(np.uint32)))
-    return ours.size, diff
+BUILD_OUTPUTS = ["cli/embstore", "bench/embstore_gen_text"]
 
 
 def main():
@@ -168,7 +55,7 @@ def main():
     ap.add_argument("--json", help="also write the results here")
     args = ap.parse_args()
     rows = args.rows or (50_000 if args.quick else SEED_ROWS)
-    build = find_build_dir(args.build_dir)
+    build = find_build_dir(args.build_dir, BUILD_OUTPUTS, "convert_baselines.py")
     embstore = build / "cli" / "embstore"
     gen = build / "bench" / "embstore_gen_text"
     data = pathlib.Path(args.data_dir)

@@ -1,7 +1,8 @@
 """docs/benchmarks.md: the machine, the ratios, where embstore is behind, the plots, then every
 area's absolute numbers, each section from the results of its phase (absent phases are left out).
 """
-from convert_baselines import BASELINE_LABELS
+from harness.contenders.text_parsers import BASELINE_LABELS
+from harness.phases.lookup import markdown as lookup_markdown
 from harness.report import get_nested
 
 
@@ -260,7 +261,6 @@ def _lookup(results):
     lookup = results.get("lookup")
     if not lookup:
         return []
-    import lookup_bench
     lines = [f"### Verified key lookups: {lookup['keys']:,} random keys, "
              f"{lookup['rows']:,} x 128 f32 table", "",
              "A lookup never returns a row from a block that fails its checksum: the first "
@@ -268,7 +268,7 @@ def _lookup(results):
              "ones skip blocks already checked (docs/FORMAT.md). Each case is a fresh process; "
              "page cache warm" + (f"; measured at commit `{lookup['commit']}`"
                                   if lookup.get("commit") else "") + ".", ""]
-    return lines + lookup_bench.markdown(lookup) + [""]
+    return lines + lookup_markdown(lookup) + [""]
 
 
 def _micro(results):
@@ -288,7 +288,8 @@ def _how_to_run(phases):
     return ["## How to run", "",
             "```sh",
             "cmake -S . -B build/bench -G Ninja -DCMAKE_BUILD_TYPE=Release",
-            "ninja -C build/bench embstore embstore_gen_text serve_bench pull_bench convert_bench \\",
+            "ninja -C build/bench embstore embstore_gen_text serve_bench pull_bench "
+            "convert_bench \\",
             "      store_bench embstore_make_test_table",
             ".venv/bin/python bench/run.py --build-dir build/bench --publish",
             "```", "",

@@ -1,6 +1,6 @@
 """PNG plots of a run, one per area that measured something: conversion, scaling, serving and
 local load. matplotlib is imported here only, so measuring never pays for it."""
-from convert_baselines import BASELINE_LABELS
+from harness.contenders.text_parsers import BASELINE_LABELS
 from harness.report import get_nested
 
 

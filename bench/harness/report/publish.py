@@ -3,15 +3,11 @@ beside them or, with a report directory (docs/ for --publish), benchmarks.md, be
 and img/ there; then the ratios and where embstore is behind, on the console."""
 import json
 import pathlib
-import time
 
 from harness.report.markdown import write_report
 from harness.report.plots import write_plots
 from harness.report.ratios import headline_ratios, where_behind
-
-
-def log(msg):
-    print(f"[{time.strftime('%H:%M:%S')}] {msg}", flush=True)
+from harness.timing import log
 
 
 def summarize(results):

@@ -6,7 +6,7 @@ targets back out of it, so a note's wording is part of its meaning.
 """
 import re
 
-from convert_baselines import BASELINE_LABELS
+from harness.contenders.text_parsers import BASELINE_LABELS
 from harness.report import get_nested, ratio
 
 CEILING = "a ceiling: 1.0 at best"

@@ -1,0 +1,85 @@
+"""Phase serving: bench/serve_bench (embstore serve against iperf3 and a naive copying gRPC
+server; 1..64 concurrent clients: aggregate throughput and server RSS), bench/pull_bench (the
+C++ client with 1..N streams, the local path against memcpy), the Python client with 1..N
+streams, `embstore pull` to a .npy, and Arrow Flight (do_get of the same matrix)."""
+import json
+import subprocess
+
+from harness.procfs import RssSampler
+from harness.processes import child_command, child_env, embstore_server, run_json_child
+from harness.timing import best_of, log
+
+
+def _cpp_bench(ctx, name, args):
+    """Runs bench/`name` with `args` and --json; returns the JSON it wrote."""
+    path = ctx.out / f"{name}.json"
+    cmd = [ctx.build / "bench" / name] + args + ["--json", path]
+    subprocess.run([str(c) for c in cmd], check=True, stdout=subprocess.DEVNULL)
+    res = json.loads(path.read_text())
+    path.unlink()
+    return res
+
+
+def _python_client(ctx, server, table_bytes, repeats):
+    log("  Python client (embstore.load over TCP, 1..N streams)")
+    res = []
+    for n in ([1, 2] if ctx.quick else [1, 2, 4, 8]):
+        fresh = run_json_child("client-load", server.target, "seed", n, repeats)
+        reused = run_json_child("client-load", server.target, "seed", n, repeats, "reuse")
+        res.append({"streams": n, "bytes_per_s": table_bytes / fresh["seconds"],
+                    "reused_out_bytes_per_s": table_bytes / reused["seconds"],
+                    "client_peak_rss_mib": fresh["peak_rss_mib"]})
+    return res
+
+
+def _pull_to_file(ctx, server, table_bytes, repeats):
+    # embstore pull into a .npy on the work directory (tmpfs when /dev/shm has room),
+    # streamed, against the C++ client's in-memory load.
+    log("  embstore pull --no-local to a .npy in the work directory")
+    dest = ctx.work / "pulled.npy"
+    seconds = best_of(repeats, lambda: subprocess.run(
+        [str(ctx.build / "cli" / "embstore"), "pull", "--from", server.target, "--table", "seed",
+         "--out", str(dest), "--no-local", "--force"], check=True, stdout=subprocess.DEVNULL),
+        release=dest.unlink)
+    return {"bytes_per_s": table_bytes / seconds, "work_dir": str(ctx.work)}
+
+
+def _arrow_flight(ctx, table_bytes, repeats):
+    log("  Arrow Flight (pyarrow.flight do_get of the same matrix)")
+    server = subprocess.Popen(child_command("flight-server", ctx.seed_table),
+                              stdout=subprocess.PIPE, text=True, env=child_env())
+    try:
+        port = int(server.stdout.readline())
+        with RssSampler(server.pid) as sampler:
+            r = run_json_child("flight-get", port, repeats, ctx.dim)
+        return {"bytes_per_s": table_bytes / r["seconds"],
+                "client_peak_rss_mib": r["peak_rss_mib"],
+                "server_peak_rss_mib": sampler.peak}
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def run(ctx):
+    quick = ctx.quick
+    repeats = 1 if quick else 3
+    seconds = 1 if quick else 2
+    res = {}
+    clients = "1,4" if quick else "1,4,16,64"
+    log(f"  serve_bench (iperf3, embstore serve, naive server; clients {clients})")
+    res["serve_bench"] = _cpp_bench(ctx, "serve_bench", [
+        "--rows", ctx.rows, "--dim", ctx.dim, "--repeats", repeats, "--seconds", seconds,
+        "--clients", clients])
+    streams = "1,2" if quick else "1,2,4,8"
+    log(f"  pull_bench (C++ client, streams {streams}; local path vs memcpy)")
+    res["pull_bench"] = _cpp_bench(ctx, "pull_bench", [
+        "--rows", ctx.rows, "--dim", ctx.dim, "--streams", streams, "--repeats", repeats,
+        "--seconds", seconds])
+    table_bytes = ctx.rows * ctx.dim * 4
+    res["bytes"] = table_bytes
+    with embstore_server(ctx.build, ctx.store) as server:
+        python_client = _python_client(ctx, server, table_bytes, repeats)
+        res["pull_to_file"] = _pull_to_file(ctx, server, table_bytes, repeats)
+    res["python_client"] = python_client
+    res["arrow_flight"] = _arrow_flight(ctx, table_bytes, repeats)
+    return res
