@@ -19,6 +19,7 @@ PROGRAMS = {
     "flight-get": ("harness.contenders.arrow_flight", "best_get_time"),
     "lookup": ("harness.contenders.lookups", "lookup_times"),
     "trainer-case": ("harness.contenders.trainer_cases", "run_case"),
+    "distributed-rank": ("harness.contenders.distributed_ranks", "run_rank"),
 }
 
 

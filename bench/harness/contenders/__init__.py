@@ -9,4 +9,5 @@ child holds only its own contender.
     arrow_flight     an Arrow Flight server and its do_get client, the peer for serving
     lookups          key lookups, verified and not, from a file and a server
     trainer_cases    the seed table into TF1, TF2, Keras and torch, and the TF1 workaround
+    distributed_ranks  one rank of a torch.distributed job loading a table three ways
 """
