@@ -25,6 +25,9 @@ On the same generated data (the seed's 938,280 x 128 float32 matrix, as np.savet
   trainer      the seed table into a TF1 variable (embstore from the file and from a server vs
                np.load + feed_dict), a TF2 variable, a torch tensor, a Keras Embedding: time and
                peak RSS above the zero-initialized variable
+  distributed  four torch.distributed ranks start from a table on a server, three ways: every
+               rank loads the whole table, load_sharded, broadcast_load (as
+               bench/distributed_bench.py): wall time, bytes served, peak RSS per rank
 
 and writes results.json (with the machine's description and load averages), PNG plots, and the
 report docs/benchmarks.md (with --report-dir). Speed is never asserted: the report prints ratios
@@ -54,15 +57,15 @@ from harness import phases  # noqa: E402
 from harness.data import (GENSIM_ROWS, SEED_DIM, SEED_ROWS, find_build_dir,  # noqa: E402
                           gen_text, word2vec_form)
 from harness.machine import machine_description  # noqa: E402
-from harness.phases import (conversion, local, lookup, micro, scaling, seed,  # noqa: E402
-                            serving, trainer)
+from harness.phases import (conversion, distributed, local, lookup, micro,  # noqa: E402
+                            scaling, seed, serving, trainer)
 from harness.report.publish import publish, summarize  # noqa: E402
 from harness.timing import log  # noqa: E402
 
 # Run order. A phase that fails is recorded in results["errors"] and the rest still run.
 PHASES = {"micro": micro.run, "conversion": conversion.run, "scaling": scaling.run,
           "local": local.run, "serving": serving.run, "seed": seed.run, "lookup": lookup.run,
-          "trainer": trainer.run}
+          "trainer": trainer.run, "distributed": distributed.run}
 # Phases that read the seed table; they convert it themselves when conversion is skipped.
 NEED_SEED_TABLE = ("local", "serving", "seed", "lookup", "trainer")
 # What a build dir must hold.

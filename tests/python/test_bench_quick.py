@@ -48,6 +48,13 @@ def test_quick_run_writes_results_plots_and_report(tmp_path):
     assert sv["serve_bench"]["concurrent"] and sv["pull_bench"]["streamed"]
     assert sv["python_client"] and sv["arrow_flight"]["bytes_per_s"] > 0
     assert [c["mode"] for c in results["seed"]["cases"]] == ["constant", "embstore"]
+    ways = results["distributed"]["ways"]
+    assert set(ways) == {"every rank loads all", "load_sharded", "broadcast_load"}
+    # Sharded and broadcast loads read the table once; every rank loading it, once per rank.
+    table_bytes = results["distributed"]["table_bytes"]
+    assert ways["load_sharded"]["server_bytes"] == table_bytes
+    assert ways["every rank loads all"]["server_bytes"] == results["distributed"]["ranks"] * \
+        table_bytes
     assert any(name.startswith("DType/") for name in results["micro"]["store_bench"])
     assert any(name.startswith("Checksum64") for name in results["micro"]["store_bench"])
     assert results["ratios"]
@@ -58,3 +65,4 @@ def test_quick_run_writes_results_plots_and_report(tmp_path):
         assert (out / name).stat().st_size > 0
         assert f"({'./' + name})" in report
     assert "## Where embstore is behind" in report
+    assert "### Distributed start: 4 torch.distributed ranks from a server" in report

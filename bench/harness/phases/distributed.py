@@ -62,3 +62,7 @@ def markdown(res):
                      f"{r['server_bytes_vs_table']:.2f}x | {r['extra_rss_mib']:,.0f} MiB | "
                      f"{r['peak_rss_mib']:,.0f} MiB |")
     return lines
+
+
+def run(ctx):
+    return measure(ctx.build, ctx.work, ctx.rows, repeats=1 if ctx.quick else 3)

@@ -2,6 +2,7 @@
 area's absolute numbers, each section from the results of its phase (absent phases are left out).
 """
 from harness.contenders.text_parsers import BASELINE_LABELS
+from harness.phases.distributed import markdown as distributed_markdown
 from harness.phases.lookup import markdown as lookup_markdown
 from harness.report import get_nested
 
@@ -257,6 +258,24 @@ def _trainer(results):
     return lines
 
 
+def _distributed(results):
+    distributed = results.get("distributed")
+    if not distributed:
+        return []
+    lines = [f"### Distributed start: {distributed['ranks']} torch.distributed ranks from a "
+             "server", "",
+             f"{distributed['ranks']} gloo ranks on this machine start from a table on `embstore "
+             "serve` (`local=False`, page cache warm), three ways (docs/PYTHON.md, \"Distributed "
+             "training with torch\"): every rank loads the whole table and keeps its `Shard(0)` "
+             "rows, `load_sharded` reads only each rank's rows into its DTensor shard, "
+             "`broadcast_load` reads a part per rank and broadcasts it (a full replica on every "
+             "rank). Wall time from first rank in to last rank out, best of "
+             f"{distributed['repeats']}; the bytes the server sent for one load "
+             "(`embstore_bytes_served_total`); peak RSS above each rank's resident memory just "
+             "before the load (the destination allocated first), the largest rank.", ""]
+    return lines + distributed_markdown(distributed) + [""]
+
+
 def _lookup(results):
     lookup = results.get("lookup")
     if not lookup:
@@ -309,8 +328,8 @@ def write_report(results, path, img_rel, phases):
         lines.append(f"![{name[:-4]}]({img_rel}/{name})")
         lines.append("")
     lines += ["## Absolute numbers (machine-dependent)", ""]
-    for section in (_conversion, _scaling, _local_load, _serving, _seed, _trainer, _lookup,
-                    _micro):
+    for section in (_conversion, _scaling, _local_load, _serving, _seed, _trainer, _distributed,
+                    _lookup, _micro):
         lines += section(results)
     lines += _how_to_run(phases)
     path.write_text("\n".join(lines))

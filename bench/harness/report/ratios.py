@@ -140,6 +140,25 @@ def _trainer(trainer):
     return rows
 
 
+def _distributed(distributed):
+    """A job's start three ways; the naive way (every rank loads the whole table) is the
+    baseline the two sharing ways are measured against."""
+    ways = distributed["ways"]
+    naive = ways["every rank loads all"]
+    ranks = f"{distributed['ranks']} ranks"
+    rows = []
+    for way in ("load_sharded", "broadcast_load"):
+        rows.append(("distributed", f"{ranks}, job start time: every rank loads the whole table "
+                     f"/ {way}", ratio(naive["seconds"], ways[way]["seconds"]), ""))
+    rows.append(("distributed", f"{ranks}, bytes served: every rank loads the whole table / "
+                 "load_sharded", ratio(naive["server_bytes"], ways["load_sharded"]["server_bytes"]),
+                 "ideal = rank count (the table read once)"))
+    rows.append(("distributed", f"{ranks}, peak RSS above start (largest rank): every rank loads "
+                 "the whole table / load_sharded",
+                 ratio(naive["extra_rss_mib"], ways["load_sharded"]["extra_rss_mib"]), ""))
+    return rows
+
+
 def _seed(results):
     rows = []
     seed = get_nested(results, "seed", "cases", default=[])
@@ -208,6 +227,8 @@ def headline_ratios(results):
     if serving:
         rows += _load_path(serving)
     rows += _trainer(results.get("trainer") or {})
+    if results.get("distributed"):
+        rows += _distributed(results["distributed"])
     rows += _seed(results)
     rows += _micro(results)
     return rows
