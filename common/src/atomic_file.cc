@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <stdio.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -12,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ctime>
 #include <vector>
 
 namespace embstore {
@@ -55,6 +57,26 @@ void RemoveTempsAndReraise(int sig) {
   sigemptyset(&dfl.sa_mask);
   sigaction(sig, &dfl, nullptr);
   raise(sig);  // dies of the signal, as it would have: the exit status tells the caller why
+}
+
+// Six characters from [A-Za-z0-9], as mkstemp would choose.
+std::string RandomSuffix() {
+  static constexpr char kAlphabet[] =
+      "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789";
+  unsigned char bytes[6];
+  if (::getrandom(bytes, sizeof bytes, 0) != static_cast<ssize_t>(sizeof bytes)) {
+    // No entropy source (very old kernels, seccomp): time and pid still differ between files.
+    static std::atomic<std::uint64_t> counter{0};
+    std::uint64_t x = static_cast<std::uint64_t>(::getpid()) * 0x9E3779B97F4A7C15ull ^
+                      static_cast<std::uint64_t>(::time(nullptr)) ^ counter.fetch_add(0x5851F42D);
+    for (unsigned char& b : bytes) {
+      b = static_cast<unsigned char>(x);
+      x = x * 6364136223846793005ull + 1442695040888963407ull;
+    }
+  }
+  std::string out;
+  for (unsigned char b : bytes) out += kAlphabet[b % (sizeof kAlphabet - 1)];
+  return out;
 }
 
 std::string DirName(const std::string& path) {
@@ -109,17 +131,28 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path, 
     return Status::FromErrno("output directory '" + dir + "'", errno);
   }
   std::unique_ptr<AtomicFile> f(new AtomicFile(path, overwrite));
-  std::string tmpl =
+  const std::string prefix =
       (dir == "." && path.find('/') == std::string::npos ? std::string() : dir + "/") + "." + base +
-      ".tmp-XXXXXX";
-  std::vector<char> buf(tmpl.begin(), tmpl.end());
-  buf.push_back('\0');
-  int fd = ::mkostemp(buf.data(), O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("create temporary file in '" + dir + "'", errno);
-  f->fd_ = fd;
-  f->temp_path_ = buf.data();
-  f->signal_slot_ = RegisterTemp(f->temp_path_);
-  // mkostemp creates 0600; a published table is readable by the serving user too.
+      ".tmp-";
+  // The name is registered for the signal handler before the file exists, and the file is then
+  // created with O_EXCL: a signal at any moment finds every temporary file that exists in the
+  // registry (mkstemp would create first and leave a window where it does not).
+  int fd = -1;
+  for (int attempt = 0; fd < 0; ++attempt) {
+    std::string candidate = prefix + RandomSuffix();
+    int slot = RegisterTemp(candidate);
+    fd = ::open(candidate.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+    if (fd < 0) {
+      int err = errno;
+      UnregisterTemp(slot);
+      if (err == EEXIST && attempt < 100) continue;
+      return Status::FromErrno("create temporary file in '" + dir + "'", err);
+    }
+    f->fd_ = fd;
+    f->temp_path_ = std::move(candidate);
+    f->signal_slot_ = slot;
+  }
+  // Created 0600; a published table is readable by the serving user too.
   mode_t mask = ::umask(0);
   ::umask(mask);
   ::fchmod(fd, 0666 & ~mask);

@@ -3,7 +3,9 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <fstream>
@@ -89,6 +91,31 @@ TEST(AtomicFile, RejectsMissingDirectory) {
   ASSERT_FALSE(f.ok());
   EXPECT_EQ(f.status().code(), StatusCode::kNotFound);
   EXPECT_NE(f.status().message().find("/nonexistent-dir-embstore"), std::string::npos);
+}
+
+// A fatal signal at any moment of Create(), Append() or Abort() leaves no temporary file: the
+// name is in the signal handler's registry before the file exists. Many children each create and
+// abort files in a tight loop and are killed at a random moment.
+TEST(AtomicFile, ASignalAtAnyMomentLeavesNoTemporaryFile) {
+  std::string dir = TempDir();
+  for (int trial = 0; trial < 60; ++trial) {
+    pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+      RemoveTempFilesOnSignal();
+      for (;;) {
+        auto f = AtomicFile::Create(dir + "/out.bin", false);
+        if (!f.ok()) _exit(3);
+        (void)(*f)->Append("x");
+      }
+    }
+    usleep(static_cast<useconds_t>(200 + (trial * 7919) % 3000));
+    ASSERT_EQ(kill(pid, SIGTERM), 0);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    ASSERT_TRUE(WIFSIGNALED(status)) << "trial " << trial << ": status " << status;
+    ASSERT_EQ(CountEntries(dir), 0) << "trial " << trial;
+  }
 }
 
 }  // namespace

@@ -1,8 +1,8 @@
 // AtomicFile: write a new file under a temporary name and publish it by rename, so that readers
 // only ever see the old file or the complete new one.
 //
-// Create() opens ".NAME.tmp-XXXXXX" in the destination's directory (same filesystem, so the final
-// rename is atomic). Commit() fsyncs the data, renames onto the destination and fsyncs the
+// Create() creates ".NAME.tmp-XXXXXX" (O_EXCL) in the destination's directory (same filesystem,
+// so the final rename is atomic). Commit() fsyncs the data, renames onto the destination and fsyncs the
 // directory. Without `overwrite`, an existing destination is AlreadyExists both at Create() and at
 // Commit() (no-clobber rename), so a file that appeared meanwhile is never replaced. Abort(), the
 // destructor of an uncommitted file, and a failed Commit() remove the temporary file; so does a
