@@ -2,6 +2,7 @@
 // a server killed and restarted mid-load, a chunk corrupted at the source, a server that never
 // comes back, bad targets, unknown tables, wrong tokens, and cancellation.
 #include "embstore/client/client.h"
+#include "embstore/testkit/temp_dir.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -14,6 +15,7 @@
 #include <thread>
 
 #include "embstore/server/server.h"
+#include "test_tables.h"
 #include "embstore/store/writer.h"
 
 namespace embstore::client {
@@ -21,43 +23,13 @@ namespace {
 
 using store::DType;
 
-class TempDir {
- public:
-  TempDir() {
-    char tmpl[] = "/tmp/embstore-client-XXXXXX";
-    path_ = mkdtemp(tmpl);
-  }
-  ~TempDir() { std::filesystem::remove_all(path_); }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using testkit::TempDir;
 
 // Random f32 values rounded to `dtype`, returned as the encoded bytes the table holds.
 std::vector<std::byte> WriteTable(const std::string& path, std::uint64_t rows, std::uint64_t dim,
                                   DType dtype, bool keys, std::uint64_t block_rows,
                                   unsigned seed = 1) {
-  std::mt19937 rng(seed);
-  std::normal_distribution<float> dist(0, 1);
-  std::vector<float> v(rows * dim);
-  for (auto& x : v) x = dist(rng);
-  store::WriterOptions o;
-  o.dim = dim;
-  o.dtype = dtype;
-  o.with_keys = keys;
-  o.block_rows = block_rows;
-  o.metadata["origin"] = "client_test";
-  auto w = store::TableWriter::Create(path, o);
-  EXPECT_TRUE(w.ok()) << w.status().ToString();
-  EXPECT_TRUE((*w)->AppendRowsF32(v).ok());
-  for (std::uint64_t r = 0; keys && r < rows; ++r) {
-    EXPECT_TRUE((*w)->AppendKey("key" + std::to_string(r)).ok());
-  }
-  EXPECT_TRUE((*w)->Finish().ok());
-  auto t = store::Table::Open(path);
-  auto bytes = *(*t)->RowBytes(0, rows);
-  return std::vector<std::byte>(bytes.begin(), bytes.end());
+  return testing::WriteRandomTable(path, rows, dim, dtype, keys, block_rows, seed);
 }
 
 class ClientTest : public ::testing::Test {
@@ -98,7 +70,7 @@ class ClientTest : public ::testing::Test {
                                   DType dtype = DType::kF32, bool keys = false,
                                   std::uint64_t block_rows = 64) {
     auto bytes = WriteTable(dir_.path() + "/" + name + ".emb", rows, dim, dtype, keys, block_rows);
-    EXPECT_TRUE(server_->catalog().Refresh().ok());
+    EXPECT_TRUE(server_->RefreshCatalog().ok());
     return bytes;
   }
 
@@ -133,7 +105,7 @@ TEST_F(ClientTest, ListsAndDescribesTables) {
   ASSERT_TRUE(d.ok());
   EXPECT_EQ(d->dim, 4u);
   EXPECT_TRUE(d->has_keys);
-  EXPECT_EQ(d->metadata.at("origin"), "client_test");
+  EXPECT_EQ(d->metadata.at("origin"), "client tests");
   ASSERT_TRUE(d->file.has_value());
 }
 

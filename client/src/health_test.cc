@@ -1,5 +1,6 @@
 // CheckHealth and WaitUntilServing against the real server, in-process on loopback.
 #include "embstore/client/health.h"
+#include "embstore/testkit/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -15,14 +16,10 @@ namespace {
 class HealthTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    char tmpl[] = "/tmp/embstore-health-XXXXXX";
-    dir_ = mkdtemp(tmpl);
+    dir_ = temp_.path();
     Start("127.0.0.1:0");
   }
-  void TearDown() override {
-    Stop();
-    std::filesystem::remove_all(dir_);
-  }
+  void TearDown() override { Stop(); }
   void Start(const std::string& listen) {
     server::ServerConfig cfg;
     cfg.store_dir = dir_;
@@ -44,6 +41,7 @@ class HealthTest : public ::testing::Test {
     return o;
   }
 
+  testkit::TempDir temp_{"health-test"};
   std::string dir_;
   std::unique_ptr<server::Server> server_;
   std::string target_;

@@ -2,6 +2,7 @@
 // the same row ranges and keys must give the same bytes; a file source reads with pread, verifies
 // in parallel, and reports corruption and truncation by name.
 #include "embstore/client/row_source.h"
+#include "embstore/testkit/temp_dir.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -16,6 +17,7 @@
 
 #include "embstore/client/sharded.h"
 #include "embstore/server/server.h"
+#include "test_tables.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/writer.h"
 
@@ -26,36 +28,20 @@ using store::DType;
 
 class RowSourceTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/embstore-rowsource-XXXXXX";
-    dir_ = mkdtemp(tmpl);
-  }
+  void SetUp() override { dir_ = temp_.path(); }
   void TearDown() override {
     if (server_) server_->Shutdown(std::chrono::milliseconds(0));
-    std::filesystem::remove_all(dir_);
   }
 
   // A table of rows x dim random values (rounded to dtype), keys "key<row>".
   std::string Write(const std::string& name, std::uint64_t rows, std::uint64_t dim, DType dtype,
                     std::uint64_t block_rows) {
-    std::mt19937 rng(rows * 31 + dim);
-    std::normal_distribution<float> dist(0, 1);
-    std::vector<float> v(rows * dim);
-    for (auto& x : v) x = dist(rng);
-    store::WriterOptions o;
-    o.dim = dim;
-    o.dtype = dtype;
-    o.with_keys = true;
-    o.block_rows = block_rows;
     const std::string path = dir_ + "/" + name + ".emb";
-    auto w = store::TableWriter::Create(path, o);
-    EXPECT_TRUE(w.ok());
-    EXPECT_TRUE((*w)->AppendRowsF32(v).ok());
-    for (std::uint64_t r = 0; r < rows; ++r) EXPECT_TRUE((*w)->AppendKey(Key(r)).ok());
-    EXPECT_TRUE((*w)->Finish().ok());
+    testing::WriteRandomTable(path, rows, dim, dtype, true, block_rows,
+                              static_cast<unsigned>(rows * 31 + dim));
     return path;
   }
-  static std::string Key(std::uint64_t r) { return "key" + std::to_string(r); }
+  static std::string Key(std::uint64_t r) { return testing::TestKey(r); }
 
   void Serve() {
     server::ServerConfig cfg;
@@ -97,6 +83,7 @@ class RowSourceTest : public ::testing::Test {
     return out;
   }
 
+  testkit::TempDir temp_{"rowsource-test"};
   std::string dir_;
   std::unique_ptr<server::Server> server_;
 };
@@ -237,7 +224,7 @@ TEST_F(RowSourceTest, AServerSourcePinsTheVersionItDescribed) {
   auto src = *OpenServerSource(Connect(), "t", /*allow_local=*/false);
   // The table is replaced (by rename, as writers do) with other values.
   std::filesystem::rename(Write("t2", 400, 8, DType::kF32, 32), dir_ + "/t.emb");
-  ASSERT_TRUE(server_->catalog().Refresh().ok());
+  ASSERT_TRUE(server_->RefreshCatalog().ok());
   Status st;
   Read(*src, 0, 400, ReadOptions(), &st);
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();

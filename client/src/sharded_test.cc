@@ -2,6 +2,7 @@
 // (in-process), including a server that is down when the load starts and comes back, one killed
 // and restarted mid-load, and one that never comes back.
 #include "embstore/client/sharded.h"
+#include "embstore/testkit/temp_dir.h"
 
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -123,8 +124,7 @@ class ShardedTest : public ::testing::Test {
     values_.resize(kRows * kDim);
     for (auto& v : values_) v = dist(rng);
     for (int i = 0; i < 3; ++i) {
-      char tmpl[] = "/tmp/embstore-sharded-XXXXXX";
-      dirs_[i] = mkdtemp(tmpl);
+      dirs_[i] = temps_[i].path();
       WriteShard(i);
       Start(i, "127.0.0.1:0");
       targets_[i] = servers_[i]->addresses()[0];
@@ -141,10 +141,7 @@ class ShardedTest : public ::testing::Test {
   }
 
   void TearDown() override {
-    for (int i = 0; i < 3; ++i) {
-      Stop(i);
-      std::filesystem::remove_all(dirs_[i]);
-    }
+    for (int i = 0; i < 3; ++i) Stop(i);
   }
 
   void WriteShard(int i) {
@@ -220,6 +217,8 @@ class ShardedTest : public ::testing::Test {
   }
 
   std::vector<float> values_;
+  testkit::TempDir temps_[3] = {testkit::TempDir("sharded-test"), testkit::TempDir("sharded-test"),
+                                 testkit::TempDir("sharded-test")};
   std::string dirs_[3];
   std::string targets_[3];
   std::mutex mu_;
@@ -319,7 +318,7 @@ TEST_F(ShardedTest, ResumesAShardWhoseServerIsRestartedMidLoad) {
       ASSERT_TRUE((*w)->AppendRowsF32(rows).ok());
     }
     ASSERT_TRUE((*w)->Finish().ok());
-    ASSERT_TRUE(servers_[2]->catalog().Refresh().ok());
+    ASSERT_TRUE(servers_[2]->RefreshCatalog().ok());
   }
   ShardManifest m = manifest_;
   m.rows = kBounds[2] + kBigRows;

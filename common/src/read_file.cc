@@ -4,17 +4,14 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <cstring>
 
 namespace embstore {
 
 Result<std::string> ReadSmallFile(const std::string& path, std::string_view what,
                                   std::size_t max_bytes) {
-  auto fail = [&](const std::string& why) {
-    return Status::InvalidArgument("cannot read " + std::string(what) + " '" + path + "': " + why);
-  };
+  const std::string reading = "cannot read " + std::string(what) + " '" + path + "'";
   const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return fail(std::strerror(errno));
+  if (fd < 0) return Status::FromErrno(reading, errno);
   std::string out;
   char buf[65536];
   for (;;) {
@@ -23,12 +20,13 @@ Result<std::string> ReadSmallFile(const std::string& path, std::string_view what
     if (n < 0) {
       const int err = errno;
       ::close(fd);
-      return fail(std::strerror(err));
+      return Status::FromErrno(reading, err);
     }
     if (n == 0) break;
     if (out.size() + static_cast<std::size_t>(n) > max_bytes) {
       ::close(fd);
-      return fail("it is larger than " + std::to_string(max_bytes) + " bytes");
+      return Status::InvalidArgument(reading + ": it is larger than " + std::to_string(max_bytes) +
+                                     " bytes");
     }
     out.append(buf, static_cast<std::size_t>(n));
   }

@@ -21,7 +21,7 @@ TEST(ReadSmallFile, ErrorsNameTheFileAndWhatItIsFor) {
   testkit::TempDir dir("read-file-test");
   auto missing = ReadSmallFile(dir.File("nope.pem"), "TLS CA file");
   ASSERT_FALSE(missing.ok());
-  EXPECT_EQ(missing.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
   EXPECT_NE(missing.status().message().find("cannot read TLS CA file '" + dir.File("nope.pem") +
                                             "': No such file or directory"),
             std::string::npos)

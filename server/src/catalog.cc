@@ -1,4 +1,4 @@
-#include "embstore/server/catalog.h"
+#include "catalog.h"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-#include "embstore/server/catalog.h"
+#include "catalog.h"
 
 #include <dirent.h>
 #include <gtest/gtest.h>
@@ -40,7 +40,7 @@ TEST(Catalog, ServesEveryEmbFileUnderItsName) {
   TempDir dir;
   ASSERT_TRUE(WriteTestTable(dir.File("words.emb"), {}).ok());
   ASSERT_TRUE(WriteTestTable(dir.File("items.v2.emb"), {}).ok());
-  testing::WriteWholeFile(dir.File("notes.txt"), "not a table");
+  testkit::WriteFileOrDie(dir.File("notes.txt"), "not a table");
   ASSERT_TRUE(WriteTestTable(dir.File(".hidden.emb"), {}).ok());
   std::filesystem::create_directory(dir.File("subdir.emb"));
   auto c = Catalog::Open({.dir = dir.path()});
@@ -122,7 +122,7 @@ TEST(Catalog, PicksUpNewReplacedAndRemovedFilesOnRefresh) {
 
 TEST(Catalog, SkipsFilesThatFailValidationAndReportsThem) {
   TempDir dir;
-  testing::WriteWholeFile(dir.File("broken.emb"), std::string(100, 'x'));
+  testkit::WriteFileOrDie(dir.File("broken.emb"), std::string(100, 'x'));
   ASSERT_TRUE(WriteTestTable(dir.File("good.emb"), {}).ok());
   std::vector<std::pair<std::string, Status>> events;
   auto c = Catalog::Open({.dir = dir.path()},
@@ -142,7 +142,7 @@ TEST(Catalog, SkipsFilesThatFailValidationAndReportsThem) {
 TEST(Catalog, NeverWritesIntoTheDirectory) {
   TempDir dir;
   ASSERT_TRUE(WriteTestTable(dir.File("a.emb"), {}).ok());
-  testing::WriteWholeFile(dir.File("bad.emb"), "garbage");
+  testkit::WriteFileOrDie(dir.File("bad.emb"), "garbage");
   const auto before = Snapshot(dir.path());
   {
     auto c = Catalog::Open({.dir = dir.path(), .verify_on_load = true});

@@ -1,7 +1,7 @@
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "embstore/common/read_file.h"
 #include "embstore/server/server.h"
 
 namespace embstore::server {
@@ -74,11 +74,10 @@ class Reader {
 }  // namespace
 
 Status LoadConfigFile(const std::string& path, ServerConfig* c) {
-  std::ifstream in(path);
-  if (!in) return Status::FromErrno("config file " + path, errno);
+  EMBSTORE_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, "config file"));
   json j;
   try {
-    j = json::parse(in, nullptr, true, /*ignore_comments=*/true);
+    j = json::parse(text, nullptr, true, /*ignore_comments=*/true);
   } catch (const json::exception& e) {  // parse_error, and out_of_range for huge numbers
     return Status::InvalidArgument("config file " + path + ": not valid JSON: " + e.what());
   }
@@ -155,8 +154,8 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
 }
 
 Status LoadTokenFile(const std::string& path, std::vector<std::string>* tokens) {
-  std::ifstream in(path);
-  if (!in) return Status::FromErrno("token file " + path, errno);
+  EMBSTORE_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, "token file"));
+  std::istringstream in(text);
   std::string line;
   int lineno = 0;
   std::size_t before = tokens->size();

@@ -8,8 +8,8 @@ namespace {
 
 TEST(ConfigFile, ReadsEveryKnownKeyAndKeepsDefaultsForTheRest) {
   testing::TempDir dir;
-  testing::WriteWholeFile(dir.File("tokens"), "# trainers\nalpha\n\n  beta  \n");
-  testing::WriteWholeFile(dir.File("c.json"), R"({
+  testkit::WriteFileOrDie(dir.File("tokens"), "# trainers\nalpha\n\n  beta  \n");
+  testkit::WriteFileOrDie(dir.File("c.json"), R"({
     // comments are allowed
     "store": "/data", "listen": ["127.0.0.1:1", "unix:/tmp/s"], "poll_interval_ms": 50,
     "stream_idle_timeout_ms": 5000,
@@ -54,7 +54,7 @@ TEST(ConfigFile, RejectsUnknownKeysWrongTypesAndBadJsonNamingTheFile) {
         Case{R"({"limits": {"max_lookup_batch": -1}})", "non-negative"},
         Case{R"({"verify_on_load": 1})", "true or false"},
         Case{R"({"store": )", "not valid JSON"}}) {
-    testing::WriteWholeFile(dir.File("bad.json"), k.json);
+    testkit::WriteFileOrDie(dir.File("bad.json"), k.json);
     ServerConfig c;
     Status st = LoadConfigFile(dir.File("bad.json"), &c);
     EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << k.json;
@@ -78,9 +78,9 @@ TEST(ConfigFile, TheShippedExampleParses) {
 TEST(TokenFile, EmptyFileOrTokenWithSpacesIsAnError) {
   testing::TempDir dir;
   std::vector<std::string> tokens;
-  testing::WriteWholeFile(dir.File("t"), "# nothing\n\n");
+  testkit::WriteFileOrDie(dir.File("t"), "# nothing\n\n");
   EXPECT_EQ(LoadTokenFile(dir.File("t"), &tokens).code(), StatusCode::kInvalidArgument);
-  testing::WriteWholeFile(dir.File("t"), "ok\nnot ok\n");
+  testkit::WriteFileOrDie(dir.File("t"), "ok\nnot ok\n");
   Status st = LoadTokenFile(dir.File("t"), &tokens);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("line 2"), std::string::npos);

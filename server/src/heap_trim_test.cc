@@ -6,20 +6,12 @@
 #include <memory>
 #include <vector>
 
+#include "embstore/testkit/sanitizers.h"
+
 namespace embstore::server {
 namespace {
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitizedHeap = true;  // ASan's allocator keeps freed memory in quarantine
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitizedHeap = true;
-#else
-constexpr bool kSanitizedHeap = false;
-#endif
-#else
-constexpr bool kSanitizedHeap = false;
-#endif
+using testkit::kSanitizedHeap;
 
 TEST(HeapTrimmer, GivesBackFreedHeapMemoryThatGlibcKeeps) {
 #if !defined(__GLIBC__)

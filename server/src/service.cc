@@ -1,4 +1,4 @@
-#include "embstore/server/service.h"
+#include "service.h"
 
 #include <sys/mman.h>
 #include <unistd.h>

@@ -1,4 +1,4 @@
-#include "embstore/server/service.h"
+#include "service.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>

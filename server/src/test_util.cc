@@ -12,16 +12,6 @@
 
 namespace embstore::server::testing {
 
-TempDir::TempDir() {
-  char tmpl[] = "/tmp/embstore-server-test-XXXXXX";
-  path_ = ::mkdtemp(tmpl);
-}
-
-TempDir::~TempDir() {
-  std::error_code ec;
-  std::filesystem::remove_all(path_, ec);
-}
-
 float TestValue(std::uint64_t row, std::uint64_t col, float salt) {
   return static_cast<float>(row % 1000) + static_cast<float>(col % 8) * 0.125f + salt;
 }
@@ -142,17 +132,6 @@ std::string CheckRowStream(const std::vector<v1::RowChunk>& chunks, std::uint64_
   if (pending_block != ~0ull) return "block " + std::to_string(pending_block) + " incomplete";
   if (got != expected) return "payload bytes differ from the table";
   return "";
-}
-
-std::string ReadWholeFile(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
-void WriteWholeFile(const std::string& path, const std::string& bytes) {
-  std::ofstream(path, std::ios::binary | std::ios::trunc) << bytes;
 }
 
 }  // namespace embstore::server::testing

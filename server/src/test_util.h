@@ -1,5 +1,4 @@
-// Private: helpers shared by the server tests (temporary store directories, test tables, and a
-// checker for streamed chunks).
+// Private: helpers shared by the server tests (test tables and a checker for streamed chunks).
 #ifndef EMBSTORE_SERVER_SRC_TEST_UTIL_H_
 #define EMBSTORE_SERVER_SRC_TEST_UTIL_H_
 
@@ -9,23 +8,13 @@
 
 #include "embstore/common/status.h"
 #include "embstore/store/dtype.h"
+#include "embstore/testkit/temp_dir.h"
 #include "embstore/v1/embstore.pb.h"
 
 namespace embstore::server::testing {
 
-// A fresh directory under /tmp, removed with everything in it on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string File(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+// A fresh directory, removed with everything in it on destruction.
+using TempDir = embstore::testkit::TempDir;
 
 struct TableSpec {
   std::uint64_t rows = 100;
@@ -35,6 +24,17 @@ struct TableSpec {
   std::uint64_t block_rows = 16;
   float salt = 0;  // shifts every value, so two versions of a table differ
 };
+
+// A rows x dim f32 table without keys, in the writer's default blocks: big enough to outlast
+// the transport's buffers and flow-control windows.
+inline TableSpec LargeTable(std::uint64_t rows, std::uint64_t dim, float salt = 0) {
+  return TableSpec{.rows = rows,
+                   .dim = dim,
+                   .dtype = store::DType::kF32,
+                   .with_keys = false,
+                   .block_rows = 0,
+                   .salt = salt};
+}
 
 // The value a test table holds at (row, col): exactly representable in every dtype for small
 // tables.
@@ -52,9 +52,6 @@ std::string ExpectedRowBytes(const TableSpec& spec, std::uint64_t begin, std::ui
 // right, payloads equal to `expected`. Returns a description of the first problem, or "".
 std::string CheckRowStream(const std::vector<v1::RowChunk>& chunks, std::uint64_t begin,
                            std::uint64_t end, const std::string& expected);
-
-std::string ReadWholeFile(const std::string& path);
-void WriteWholeFile(const std::string& path, const std::string& bytes);
 
 }  // namespace embstore::server::testing
 

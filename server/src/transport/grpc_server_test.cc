@@ -17,6 +17,7 @@
 #include "embstore/store/checksum.h"
 #include "embstore/v1/embstore.grpc.pb.h"
 #include "grpc_test_util.h"
+#include "server_internal.h"
 #include "test_util.h"
 
 namespace embstore::server {
@@ -24,6 +25,7 @@ namespace {
 
 using testing::CheckRowStream;
 using testing::ExpectedRowBytes;
+using testing::LargeTable;
 using testing::TableSpec;
 using testing::TempDir;
 using testing::WriteTestTable;
@@ -240,12 +242,7 @@ TEST_F(ServerTest, ErrorsMapToPreciseStatusCodes) {
 }
 
 TEST_F(ServerTest, LargestChunksFitTheDefaultClientReceiveLimit) {
-  TableSpec big{.rows = 20000,
-                .dim = 64,
-                .dtype = store::DType::kF32,
-                .with_keys = false,
-                .block_rows = 0,
-                .salt = 2};
+  TableSpec big = LargeTable(20000, 64, 2);
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   Start();
   grpc::ClientContext ctx;
@@ -272,7 +269,7 @@ TEST_F(ServerTest, HotReloadDuringAStreamKeepsTheOldVersionForThatStream) {
   v2.rows = 500;
   ASSERT_TRUE(WriteTestTable(dir_.File("words.emb"), v2).ok());
   ASSERT_TRUE(Eventually([&] {
-    auto e = server_->catalog().Get("words");
+    auto e = CatalogOf(*server_).Get("words");
     return e.ok() && (*e)->generation() > old_generation;
   }));
   v1::RowChunk c;
@@ -288,19 +285,14 @@ TEST_F(ServerTest, HotReloadDuringAStreamKeepsTheOldVersionForThatStream) {
 
   // Removal: the table disappears from the listing and streams of it are NOT_FOUND.
   ASSERT_EQ(::unlink(dir_.File("words.emb").c_str()), 0);
-  ASSERT_TRUE(Eventually([&] { return !server_->catalog().Get("words").ok(); }));
+  ASSERT_TRUE(Eventually([&] { return !CatalogOf(*server_).Get("words").ok(); }));
   grpc::ClientContext ctx3;
   EXPECT_EQ(PullAll(*stub_, RowsReq("words"), &ctx3).status.error_code(),
             grpc::StatusCode::NOT_FOUND);
 }
 
 TEST_F(ServerTest, ClientCutOffMidStreamCostsNothing) {
-  TableSpec big{.rows = 100000,
-                .dim = 64,
-                .dtype = store::DType::kF32,
-                .with_keys = false,
-                .block_rows = 0,
-                .salt = 0};
+  TableSpec big = LargeTable(100000, 64);
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   Start();
   for (int round = 0; round < 2; ++round) {
@@ -334,12 +326,7 @@ TEST_F(ServerTest, ClientCutOffMidStreamCostsNothing) {
 }
 
 TEST_F(ServerTest, FileTruncatedUnderTheMappingFailsTheStreamNotTheServer) {
-  TableSpec big{.rows = 16384,
-                .dim = 512,
-                .dtype = store::DType::kF32,
-                .with_keys = false,
-                .block_rows = 0,
-                .salt = 0};  // 32 MiB, more than the transport buffers
+  TableSpec big = LargeTable(16384, 512);  // 32 MiB, more than the transport buffers
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   Start();
   grpc::ClientContext ctx;
@@ -387,12 +374,7 @@ TEST_F(ServerTest, FileTruncatedUnderTheMappingFailsTheStreamNotTheServer) {
 }
 
 TEST_F(ServerTest, StreamOfAFileShrunkUnderItEndsWithDataLoss) {
-  TableSpec big{.rows = 16384,
-                .dim = 512,
-                .dtype = store::DType::kF32,
-                .with_keys = false,
-                .block_rows = 0,
-                .salt = 0};  // 32 MiB of rows, then the checksums
+  TableSpec big = LargeTable(16384, 512);  // 32 MiB of rows, then the checksums
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   Start();
   grpc::ClientContext ctx;
@@ -428,12 +410,7 @@ TEST_F(ServerTest, HealthIsNotServingWhileDrainingAndNewCallsAreUnavailable) {
 }
 
 TEST_F(ServerTest, ShutdownLetsStreamsRunUntilTheGraceThenCancelsThem) {
-  TableSpec big{.rows = 100000,
-                .dim = 64,
-                .dtype = store::DType::kF32,
-                .with_keys = false,
-                .block_rows = 0,
-                .salt = 0};
+  TableSpec big = LargeTable(100000, 64);
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   Start();
   grpc::ClientContext ctx;
@@ -520,12 +497,7 @@ TEST_F(ServerTest, RepeatedFailuresOfOneClientLogOneLineAndACount) {
 }
 
 TEST_F(ServerTest, ConcurrentStreamLimitIsResourceExhausted) {
-  TableSpec big{.rows = 100000,
-                .dim = 64,
-                .dtype = store::DType::kF32,
-                .with_keys = false,
-                .block_rows = 0,
-                .salt = 0};
+  TableSpec big = LargeTable(100000, 64);
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   config_.max_concurrent_streams = 1;
   Start();
@@ -546,12 +518,7 @@ TEST_F(ServerTest, ConcurrentStreamLimitIsResourceExhausted) {
 }
 
 TEST_F(ServerTest, StreamsWhoseClientStoppedReadingAreCancelledAndFreeTheirSlots) {
-  TableSpec big{.rows = 100000,
-                .dim = 64,
-                .dtype = store::DType::kF32,
-                .with_keys = false,
-                .block_rows = 0,
-                .salt = 0};
+  TableSpec big = LargeTable(100000, 64);
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
   config_.max_concurrent_streams = 2;
   config_.stream_idle_timeout = std::chrono::milliseconds(200);
@@ -684,7 +651,7 @@ class TlsTest : public ServerTest {
     const std::string o = EMBSTORE_OPENSSL;
     const std::string d = certs_.path() + "/";
     const std::string key = " -newkey ec -pkeyopt ec_paramgen_curve:prime256v1 -nodes";
-    testing::WriteWholeFile(d + "server.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
+    testkit::WriteFileOrDie(d + "server.ext", "subjectAltName=DNS:localhost,IP:127.0.0.1\n");
     return Run(o + " req -x509" + key + " -keyout " + d + "ca.key -out " + d +
                "ca.pem -days 2 -subj /CN=embstore-test-ca") &&
            Run(o + " req" + key + " -keyout " + d + "server.key -out " + d +
@@ -699,10 +666,10 @@ class TlsTest : public ServerTest {
   }
   std::shared_ptr<grpc::Channel> TlsChannel(bool with_client_cert) {
     grpc::SslCredentialsOptions o;
-    o.pem_root_certs = testing::ReadWholeFile(certs_.File("ca.pem"));
+    o.pem_root_certs = testkit::ReadFileOrEmpty(certs_.File("ca.pem"));
     if (with_client_cert) {
-      o.pem_private_key = testing::ReadWholeFile(certs_.File("client.key"));
-      o.pem_cert_chain = testing::ReadWholeFile(certs_.File("client.pem"));
+      o.pem_private_key = testkit::ReadFileOrEmpty(certs_.File("client.key"));
+      o.pem_cert_chain = testkit::ReadFileOrEmpty(certs_.File("client.pem"));
     }
     grpc::ChannelArguments args;
     args.SetSslTargetNameOverride("localhost");

@@ -7,7 +7,7 @@
 
 #include <string>
 
-#include "embstore/server/service.h"
+#include "../service.h"
 
 namespace embstore::server {
 

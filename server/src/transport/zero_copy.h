@@ -19,7 +19,7 @@
 #include <span>
 #include <string>
 
-#include "embstore/server/service.h"
+#include "../service.h"
 
 namespace embstore::server {
 

@@ -10,9 +10,10 @@
 
 namespace embstore {
 
-// The bytes of `path`. Errors say what the file is for: InvalidArgument "cannot read TLS CA file
-// 'ca.pem': No such file or directory", or "... is larger than N bytes" past `max_bytes` (so a
-// wrong path such as /dev/zero cannot exhaust memory).
+// The bytes of `path`. Errors say what the file is for: "cannot read TLS CA file 'ca.pem': No
+// such file or directory" (NotFound, PermissionDenied or IOError, from errno), or InvalidArgument
+// "... it is larger than N bytes" past `max_bytes` (so a wrong path such as /dev/zero cannot
+// exhaust memory).
 Result<std::string> ReadSmallFile(const std::string& path, std::string_view what,
                                   std::size_t max_bytes = 16u << 20);
 

@@ -2,14 +2,18 @@
 // (embstore.v1.EmbStore, grpc.health.v1.Health, server reflection) and, optionally, Prometheus
 // metrics over HTTP. docs/PROTOCOL.md describes what clients see; docs/SERVING.md how to run it.
 //
+// This header is all a program that runs a server needs: the configuration and the Server
+// handle. Neither gRPC, protobuf nor the table catalog shows through it; they are private to the
+// library (server/src/).
+//
 // Lifecycle: Start() validates the configuration, loads the catalog, binds every listen address
-// and returns a running server. BeginDrain() turns health to NOT_SERVING and refuses new RPCs
-// with UNAVAILABLE while streams in flight go on. Shutdown(grace) drains, waits up to `grace` for
-// in-flight RPCs, cancels the rest, and stops the catalog watcher and the metrics endpoint. The
-// destructor shuts down with no grace.
+// and returns a running server, which the caller owns. BeginDrain() turns health to NOT_SERVING
+// and refuses new RPCs with UNAVAILABLE while streams in flight go on. Shutdown(grace) drains,
+// waits up to `grace` for in-flight RPCs, cancels the rest, and stops the catalog watcher and the
+// metrics endpoint. The destructor shuts down with no grace.
 //
 // Thread safety: BeginDrain/Shutdown may be called from any thread (a signal-waiting thread, for
-// instance), once or repeatedly.
+// instance), once or repeatedly; the other methods are safe to call concurrently with them.
 #ifndef EMBSTORE_SERVER_SERVER_H_
 #define EMBSTORE_SERVER_SERVER_H_
 
@@ -20,9 +24,25 @@
 #include <vector>
 
 #include "embstore/common/status.h"
-#include "embstore/server/service.h"
 
 namespace embstore::server {
+
+// Limits of the protocol's requests and replies (docs/SERVING.md, "Resource limits").
+struct ServiceOptions {
+  // Chunk payload bound when the request says 0. One 1 MiB checksum block per chunk by default.
+  std::uint64_t default_chunk_bytes = 1u << 20;
+  // Largest chunk payload a client may ask for. With the chunk header this stays under the 4 MiB
+  // default receive limit of stock gRPC clients.
+  std::uint64_t max_chunk_bytes = (4u << 20) - (64u << 10);
+  // Most rows or keys in one Lookup.
+  std::uint64_t max_lookup_batch = 16384;
+  // Most bytes of row data in one Lookup reply (same reasoning as max_chunk_bytes).
+  std::uint64_t max_lookup_bytes = (4u << 20) - (64u << 10);
+  // Key chunk bound when the request says 0.
+  std::uint64_t default_key_chunk_bytes = 256u << 10;
+  // How far ahead of the chunk being sent a stream asks the kernel to read (madvise WILLNEED).
+  std::uint64_t readahead_bytes = 4u << 20;
+};
 
 struct TlsConfig {
   std::string cert_file;       // PEM server certificate chain; TLS is on when this is set
@@ -90,8 +110,11 @@ class Server {
   // Blocks until Shutdown() has completed.
   virtual void Wait() = 0;
 
-  // For tests and tooling.
-  virtual Catalog& catalog() = 0;
+  // For tests and tooling: rescans the store directory now instead of at the next poll, so a
+  // table file written (or removed) before the call is served (or gone) once it returns. Only a
+  // failure to list the directory is an error.
+  virtual Status RefreshCatalog() = 0;
+  // The text GET /metrics would return, whether or not the endpoint is on.
   virtual std::string RenderMetrics() const = 0;
 };
 

@@ -1,4 +1,4 @@
-// Service: the protocol's logic (docs/PROTOCOL.md), free of any transport.
+// Private: Service, the protocol's logic (docs/PROTOCOL.md), free of any transport.
 //
 // Each RPC of embstore.v1.EmbStore is one method here that takes the request message and returns
 // either the reply or a Status whose code the transport maps to a gRPC status code (PROTOCOL.md,
@@ -11,8 +11,8 @@
 //
 // Thread safety: Service methods are safe to call concurrently. A RowStream / KeyStream is used
 // by one thread at a time.
-#ifndef EMBSTORE_SERVER_SERVICE_H_
-#define EMBSTORE_SERVER_SERVICE_H_
+#ifndef EMBSTORE_SERVER_SRC_SERVICE_H_
+#define EMBSTORE_SERVER_SRC_SERVICE_H_
 
 #include <cstddef>
 #include <cstdint>
@@ -21,27 +21,12 @@
 #include <span>
 #include <vector>
 
+#include "catalog.h"
 #include "embstore/common/status.h"
-#include "embstore/server/catalog.h"
+#include "embstore/server/server.h"  // ServiceOptions
 #include "embstore/v1/embstore.pb.h"
 
 namespace embstore::server {
-
-struct ServiceOptions {
-  // Chunk payload bound when the request says 0. One 1 MiB checksum block per chunk by default.
-  std::uint64_t default_chunk_bytes = 1u << 20;
-  // Largest chunk payload a client may ask for. With the chunk header this stays under the 4 MiB
-  // default receive limit of stock gRPC clients.
-  std::uint64_t max_chunk_bytes = (4u << 20) - (64u << 10);
-  // Most rows or keys in one Lookup.
-  std::uint64_t max_lookup_batch = 16384;
-  // Most bytes of row data in one Lookup reply (same reasoning as max_chunk_bytes).
-  std::uint64_t max_lookup_bytes = (4u << 20) - (64u << 10);
-  // Key chunk bound when the request says 0.
-  std::uint64_t default_key_chunk_bytes = 256u << 10;
-  // How far ahead of the chunk being sent a stream asks the kernel to read (madvise WILLNEED).
-  std::uint64_t readahead_bytes = 4u << 20;
-};
 
 // One chunk of a row stream; see RowChunk in embstore.proto.
 struct RowChunkView {
@@ -117,4 +102,4 @@ class Service {
 
 }  // namespace embstore::server
 
-#endif  // EMBSTORE_SERVER_SERVICE_H_
+#endif  // EMBSTORE_SERVER_SRC_SERVICE_H_

@@ -1,4 +1,4 @@
-// Catalog: the tables of one directory, kept current while the server runs.
+// Private: Catalog, the tables of one directory, kept current while the server runs.
 //
 // Every regular file `NAME.emb` in the directory (not starting with '.') is a table called NAME.
 // The catalog opens each with store::Table::Open (which validates it) and keeps one immutable
@@ -13,8 +13,8 @@
 // replaced or removed. The catalog never writes to, creates in, or renames inside the directory.
 //
 // Thread safety: all methods are safe to call concurrently.
-#ifndef EMBSTORE_SERVER_CATALOG_H_
-#define EMBSTORE_SERVER_CATALOG_H_
+#ifndef EMBSTORE_SERVER_SRC_CATALOG_H_
+#define EMBSTORE_SERVER_SRC_CATALOG_H_
 
 #include <chrono>
 #include <condition_variable>
@@ -131,4 +131,4 @@ class Catalog {
 
 }  // namespace embstore::server
 
-#endif  // EMBSTORE_SERVER_CATALOG_H_
+#endif  // EMBSTORE_SERVER_SRC_CATALOG_H_

@@ -1,26 +1,21 @@
 // Out-of-process tests: the real `embstore serve` binary, started on 127.0.0.1:0, found through
 // its "listening" log line, and stopped with signals.
-#include <fcntl.h>
 #include <grpcpp/grpcpp.h>
 #include <gtest/gtest.h>
 #include <httplib.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <chrono>
 #include <fstream>
 #include <map>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "embstore/testkit/child_process.h"
+#include "embstore/testkit/sanitizers.h"
 #include "embstore/v1/embstore.grpc.pb.h"
 #include "test_util.h"
 #include "transport/grpc_test_util.h"
-
-extern char** environ;
 
 namespace embstore::server {
 namespace {
@@ -28,124 +23,21 @@ namespace {
 using testing::TableSpec;
 using testing::TempDir;
 
-#if defined(__SANITIZE_ADDRESS__)
-constexpr bool kSanitizedHeap = true;  // ASan's allocator keeps freed memory in quarantine
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-constexpr bool kSanitizedHeap = true;
-#else
-constexpr bool kSanitizedHeap = false;
-#endif
-#else
-constexpr bool kSanitizedHeap = false;
-#endif
+using testkit::kSanitizedHeap;
+using testkit::ProcStatusKb;
 
-// A field of /proc/PID/status in kB ("VmHWM", "RssAnon"); 0 when absent.
-std::uint64_t StatusKb(pid_t pid, const std::string& field) {
-  std::ifstream in("/proc/" + std::to_string(pid) + "/status");
-  std::string line;
-  while (std::getline(in, line)) {
-    if (line.rfind(field + ":", 0) == 0) return std::stoull(line.substr(field.size() + 1));
-  }
-  return 0;
-}
-
-// A child `embstore` process whose stderr is collected line by line.
-class Child {
+// The real `embstore` binary as a child process.
+class Child : public testkit::ChildProcess {
  public:
-  explicit Child(const std::vector<std::string>& args) {
-    int fds[2];
-    if (::pipe2(fds, O_CLOEXEC) != 0) return;
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_adddup2(&fa, fds[1], STDERR_FILENO);
-    posix_spawn_file_actions_addopen(&fa, STDOUT_FILENO, "/dev/null", O_WRONLY, 0);
-    std::vector<std::string> full = {EMBSTORE_BIN};
-    full.insert(full.end(), args.begin(), args.end());
-    std::vector<char*> argv;
-    for (auto& a : full) argv.push_back(a.data());
-    argv.push_back(nullptr);
-    if (posix_spawn(&pid_, EMBSTORE_BIN, &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-    ::close(fds[1]);
-    reader_ = std::thread([this, fd = fds[0]] {
-      char buf[4096];
-      ssize_t n;
-      while ((n = ::read(fd, buf, sizeof buf)) > 0) {
-        std::lock_guard<std::mutex> lock(mu_);
-        err_.append(buf, static_cast<std::size_t>(n));
-      }
-      ::close(fd);
-    });
+  explicit Child(const std::vector<std::string>& args) : testkit::ChildProcess(EMBSTORE_BIN, args) {}
+  // Waits for the "listening" line and connects to its first address; null when the child never
+  // listens.
+  std::shared_ptr<grpc::Channel> Connect() {
+    nlohmann::json listening = AwaitLog("listening");
+    if (!listening.is_object()) return nullptr;
+    return grpc::CreateChannel(listening["addresses"][0].get<std::string>(),
+                               grpc::InsecureChannelCredentials());
   }
-  ~Child() {
-    if (pid_ > 0 && !exited_) {
-      ::kill(pid_, SIGKILL);
-      Wait();
-    }
-    if (reader_.joinable()) reader_.join();
-  }
-  std::string Stderr() {
-    std::lock_guard<std::mutex> lock(mu_);
-    return err_;
-  }
-  // The first JSON log line whose msg is `msg`, waiting for it (bounded).
-  nlohmann::json AwaitLog(const std::string& msg) {
-    for (int i = 0; i < 3000; ++i) {
-      std::string all = Stderr();
-      std::size_t at = 0;
-      while (at < all.size()) {
-        std::size_t nl = all.find('\n', at);
-        if (nl == std::string::npos) break;
-        auto j = nlohmann::json::parse(all.substr(at, nl - at), nullptr, false);
-        if (j.is_object() && j.value("msg", "") == msg) return j;
-        at = nl + 1;
-      }
-      if (exited_ || HasExited()) return nullptr;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return nullptr;
-  }
-  bool HasExited() {
-    if (exited_) return true;
-    int st = 0;
-    if (::waitpid(pid_, &st, WNOHANG) == pid_) {
-      exited_ = true;
-      status_ = st;
-    }
-    return exited_;
-  }
-  // Waits for the exit and for the last of its stderr.
-  int Wait() {
-    if (!exited_) {
-      int st = 0;
-      ::waitpid(pid_, &st, 0);
-      exited_ = true;
-      status_ = st;
-    }
-    if (reader_.joinable()) reader_.join();
-    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
-  }
-  // A hang detector, not a speed check: false when the process is still running after
-  // `limit`, which only a shutdown that waits on something it should not can take.
-  bool ExitsWithin(std::chrono::seconds limit) {
-    const auto give_up = std::chrono::steady_clock::now() + limit;
-    while (!HasExited()) {
-      if (std::chrono::steady_clock::now() > give_up) return false;
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return true;
-  }
-  void Signal(int sig) { ::kill(pid_, sig); }
-  pid_t pid() const { return pid_; }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int status_ = 0;
-  std::thread reader_;
-  std::mutex mu_;
-  std::string err_;
 };
 
 class ServeProcessTest : public ::testing::Test {
@@ -169,6 +61,8 @@ TEST_F(ServeProcessTest, ServesAndStopsGracefullyOnSigterm) {
                "127.0.0.1:0", "--shutdown-grace-ms", "5000"});
   nlohmann::json listening = child.AwaitLog("listening");
   ASSERT_TRUE(listening.is_object()) << child.Stderr();
+  const std::string simd = listening.value("simd", "");
+  EXPECT_TRUE(simd == "scalar" || simd == "avx2" || simd == "avx512") << listening.dump();
   const std::string addr = listening["addresses"][0];
   auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
   auto stub = v1::EmbStore::NewStub(channel);
@@ -224,10 +118,8 @@ TEST_F(ServeProcessTest, ShutdownWaitsNeitherForThePollIntervalNorAMetricsConnec
 TEST_F(ServeProcessTest, AStreamWhoseClientStoppedReadingTimesOutAndSaysWhich) {
   Child child({"serve", "--store", dir_.path(), "--listen", "127.0.0.1:0", "--max-streams", "1",
                "--stream-idle-timeout-ms", "300"});
-  nlohmann::json listening = child.AwaitLog("listening");
-  ASSERT_TRUE(listening.is_object()) << child.Stderr();
-  auto channel = grpc::CreateChannel(listening["addresses"][0].get<std::string>(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel = child.Connect();
+  ASSERT_TRUE(channel) << child.Stderr();
   auto stub = v1::EmbStore::NewStub(channel);
   grpc::ClientContext ctx;
   v1::StreamRowsRequest req;
@@ -278,8 +170,8 @@ TEST_F(ServeProcessTest, FloodsOfOversizedRequestsAreRefusedAndTheirMemoryGivenB
     auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
     EXPECT_EQ(testing::HealthStatus(channel, ""), 1);
   }
-  const std::uint64_t rss_before_kb = StatusKb(child.pid(), "VmRSS");
-  const std::uint64_t anon_before_kb = StatusKb(child.pid(), "RssAnon");
+  const std::uint64_t rss_before_kb = ProcStatusKb(child.pid(), "VmRSS");
+  const std::uint64_t anon_before_kb = ProcStatusKb(child.pid(), "RssAnon");
   ASSERT_GT(rss_before_kb, 0u);
 
   v1::LookupRequest req;
@@ -313,12 +205,12 @@ TEST_F(ServeProcessTest, FloodsOfOversizedRequestsAreRefusedAndTheirMemoryGivenB
   }
   if (kSanitizedHeap) GTEST_SKIP() << "the sanitizer's allocator keeps freed memory";
   // Without the quota, the four clients' requests were held at once: 270 MB more at the peak.
-  const std::uint64_t peak_kb = StatusKb(child.pid(), "VmHWM");
+  const std::uint64_t peak_kb = ProcStatusKb(child.pid(), "VmHWM");
   EXPECT_LT(peak_kb, rss_before_kb + 160 * 1024) << "peak " << peak_kb << " kB";
   // Without trimming, glibc kept 90-220 MB of it resident.
   std::uint64_t anon_kb = 0;
   for (int i = 0; i < 2000; ++i) {
-    anon_kb = StatusKb(child.pid(), "RssAnon");
+    anon_kb = ProcStatusKb(child.pid(), "RssAnon");
     if (anon_kb < anon_before_kb + 48 * 1024) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
@@ -329,16 +221,14 @@ TEST_F(ServeProcessTest, FloodsOfOversizedRequestsAreRefusedAndTheirMemoryGivenB
 }
 
 TEST_F(ServeProcessTest, ReadsAConfigFileAndFlagsOverrideIt) {
-  testing::WriteWholeFile(dir_.File("serve.json"), "{\n  // comments are allowed\n  \"store\": \"" +
+  testkit::WriteFileOrDie(dir_.File("serve.json"), "{\n  // comments are allowed\n  \"store\": \"" +
                                                        dir_.path() +
                                                        "\",\n  \"listen\": [\"127.0.0.1:1\"],\n"
                                                        "  \"limits\": {\"max_lookup_batch\": 2},\n"
                                                        "  \"log_level\": \"info\"\n}\n");
   Child child({"serve", "--config", dir_.File("serve.json"), "--listen", "127.0.0.1:0"});
-  nlohmann::json listening = child.AwaitLog("listening");
-  ASSERT_TRUE(listening.is_object()) << child.Stderr();
-  auto channel = grpc::CreateChannel(listening["addresses"][0].get<std::string>(),
-                                     grpc::InsecureChannelCredentials());
+  auto channel = child.Connect();
+  ASSERT_TRUE(channel) << child.Stderr();
   auto stub = v1::EmbStore::NewStub(channel);
   grpc::ClientContext ctx;
   v1::LookupRequest req;
@@ -357,7 +247,7 @@ TEST_F(ServeProcessTest, UsageErrorsExitTwoAndStartFailuresExitOne) {
     EXPECT_NE(child.Stderr().find("--store"), std::string::npos) << child.Stderr();
   }
   {
-    testing::WriteWholeFile(dir_.File("bad.json"), "{\"stroe\": \"x\"}");
+    testkit::WriteFileOrDie(dir_.File("bad.json"), "{\"stroe\": \"x\"}");
     Child child({"serve", "--config", dir_.File("bad.json")});
     EXPECT_EQ(child.Wait(), 2);
     EXPECT_NE(child.Stderr().find("unknown key 'stroe'"), std::string::npos) << child.Stderr();
