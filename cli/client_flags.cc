@@ -1,6 +1,8 @@
 #include "client_flags.h"
 
-#include <fstream>
+#include <sstream>
+
+#include "embstore/common/read_file.h"
 
 namespace embstore::cli {
 
@@ -32,7 +34,8 @@ Result<client::ConnectOptions> ToConnectOptions(const ClientFlags& f) {
   }
   o.token = f.token;
   if (!f.token_file.empty()) {
-    std::ifstream in(f.token_file);
+    EMBSTORE_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(f.token_file, "--token-file"));
+    std::istringstream in(text);
     if (!std::getline(in, o.token) || o.token.empty()) {
       return Status::InvalidArgument("--token-file '" + f.token_file +
                                      "' does not start with a token line");

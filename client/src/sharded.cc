@@ -1,17 +1,19 @@
 #include "embstore/client/sharded.h"
 
+#include "fan_out.h"
+
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <condition_variable>
 #include <deque>
-#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <thread>
 
 #include "embstore/client/health.h"
+#include "embstore/common/read_file.h"
 
 namespace embstore::client {
 namespace {
@@ -169,12 +171,8 @@ Result<ShardManifest> ParseShardManifest(std::string_view text, const std::strin
 }
 
 Result<ShardManifest> ReadShardManifest(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return Status::IOError("cannot read manifest '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  if (f.bad()) return Status::IOError("cannot read manifest '" + path + "'");
-  return ParseShardManifest(ss.str(), path);
+  EMBSTORE_ASSIGN_OR_RETURN(std::string text, ReadSmallFile(path, "shard manifest"));
+  return ParseShardManifest(text, path);
 }
 
 std::string FormatShardManifest(const ShardManifest& m) {
@@ -289,35 +287,6 @@ Result<std::vector<std::string>> ShardedTable::Keys(std::uint64_t begin,
   return keys;
 }
 
-namespace {
-
-// Shared state of one sharded load: the worker threads report here, the calling thread reads.
-struct LoadState {
-  std::mutex mu;
-  std::condition_variable cv;
-  std::deque<LoadEvent> events;
-  int running = 0;
-  Status first_error;
-  std::vector<std::atomic<std::uint64_t>> done;
-  CancelToken cancel;  // cancels every shard's load
-  explicit LoadState(std::size_t n) : done(n) {}
-
-  void Event(LoadEvent e) {
-    std::lock_guard<std::mutex> lock(mu);
-    events.push_back(std::move(e));
-    cv.notify_all();
-  }
-  void Fail(Status st) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      if (first_error.ok()) first_error = std::move(st);
-    }
-    cancel.Cancel();
-    cv.notify_all();
-  }
-};
-
-}  // namespace
 
 Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out, const LoadOptions& options) {
   EMBSTORE_ASSIGN_OR_RETURN(std::uint64_t need, OutputBytes(options));
@@ -340,7 +309,8 @@ Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out, const Load
     const std::uint64_t b = std::max(begin, s.begin), e = std::min(end, s.end);
     if (b < e) result.shards.push_back({static_cast<int>(i), b, e, {}});
   }
-  LoadState state(result.shards.size());
+  internal::FanOut fan;  // one worker a shard; its cancel token stops every shard's load
+  std::vector<std::atomic<std::uint64_t>> done(result.shards.size());
   std::atomic<int> unreachable{0};
 
   // One shard: wait for its server (Describe, retried while it is unreachable), check it against
@@ -350,10 +320,10 @@ Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out, const Load
     const ShardSpec& s = manifest_.shards[r.shard];
     Client& c = *clients_[r.shard];
     auto cancelled = [&] {
-      return state.cancel.cancelled() || (options.cancel && options.cancel->cancelled());
+      return fan.cancel().cancelled() || (options.cancel && options.cancel->cancelled());
     };
-    auto backoff = options.initial_backoff;
     for (int attempt = 1;; ++attempt) {
+      const auto backoff = internal::BackoffDelay(options, attempt);
       if (cancelled()) return Status::Cancelled("load cancelled");
       // Health first, over a connection of its own: a server that was down a moment ago is seen
       // as soon as it listens. The Client's shared connection would sit out gRPC's reconnect
@@ -391,22 +361,17 @@ Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out, const Load
                                         d.status().message());
       }
       ++unreachable;
-      state.Event({LoadEvent::Kind::kResume, r.shard, r.begin,
-                   ShardName(r.shard) + " unreachable, retrying in " +
-                       std::to_string(backoff.count()) + " ms: " + d.status().message()});
-      // Sleep in short steps so a cancel is seen promptly.
-      const auto wake = Clock::now() + backoff;
-      while (Clock::now() < wake && !cancelled()) {
-        std::this_thread::sleep_for(
-            std::min<Clock::duration>(std::chrono::milliseconds(20), wake - Clock::now()));
-      }
-      backoff = std::min(backoff * 2, options.max_backoff);
+      fan.Post({LoadEvent::Kind::kResume, r.shard, r.begin,
+                ShardName(r.shard) + " unreachable, retrying in " +
+                    std::to_string(backoff.count()) + " ms: " + d.status().message()});
+      // The caller's cancel reaches the fan-out through the calling thread's poll.
+      fan.SleepUntil(Clock::now() + backoff);
     }
 
     LoadOptions o = options;
     o.begin_row = r.begin - s.begin;
     o.end_row = r.end - s.begin;
-    o.cancel = &state.cancel;
+    o.cancel = &fan.cancel();
     if (deadline) {
       auto left = std::chrono::duration_cast<std::chrono::milliseconds>(*deadline - Clock::now());
       if (left.count() <= 0) {
@@ -414,15 +379,15 @@ Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out, const Load
       }
       o.timeout = left;
     }
-    o.progress = [&state, slot, &cancelled](std::uint64_t done, std::uint64_t) {
-      state.done[slot].store(done, std::memory_order_relaxed);
+    o.progress = [&done, slot, &cancelled](std::uint64_t bytes, std::uint64_t) {
+      done[slot].store(bytes, std::memory_order_relaxed);
       return !cancelled();
     };
-    o.on_event = [&state, &r, this](const LoadEvent& e) {
+    o.on_event = [&fan, &r, this](const LoadEvent& e) {
       LoadEvent ev = e;
       ev.stream = r.shard;
       ev.message = ShardName(r.shard) + " stream " + std::to_string(e.stream) + ": " + e.message;
-      state.Event(std::move(ev));
+      fan.Post(std::move(ev));
     };
     if (options.after_chunk) {
       o.after_chunk = [&options, &r, &s](int, std::uint64_t first_row) {
@@ -445,63 +410,32 @@ Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out, const Load
     return Status::OK();
   };
 
-  std::vector<std::thread> threads;
-  state.running = static_cast<int>(result.shards.size());
-  for (std::size_t slot = 0; slot < result.shards.size(); ++slot) {
-    threads.emplace_back([&, slot] {
-      Status st = run_shard(slot);
-      if (!st.ok()) {
-        // A shard cancelled because another one failed does not hide the real failure.
-        if (st.code() != StatusCode::kCancelled || !state.cancel.cancelled()) {
-          state.Fail(std::move(st));
-        } else {
-          state.cancel.Cancel();
-        }
-      }
-      std::lock_guard<std::mutex> lock(state.mu);
-      --state.running;
-      state.cv.notify_all();
-    });
-  }
-
   // The calling thread runs the callbacks and watches the caller's cancel token.
   bool user_cancelled = false;
   auto total_done = [&] {
     std::uint64_t sum = 0;
-    for (auto& d : state.done) sum += d.load(std::memory_order_relaxed);
+    for (auto& d : done) sum += d.load(std::memory_order_relaxed);
     return sum;
   };
-  if (options.progress && !options.progress(0, need)) {
-    user_cancelled = true;
-    state.cancel.Cancel();
+  if (options.progress && !options.progress(0, need)) user_cancelled = true;
+  Status st = Status::OK();
+  if (!user_cancelled) {
+    st = fan.Run(static_cast<int>(result.shards.size()),
+                 [&](int slot) { return run_shard(static_cast<std::size_t>(slot)); },
+                 options.on_event, [&]() -> Status {
+                   if ((options.cancel && options.cancel->cancelled()) ||
+                       (options.progress && !options.progress(total_done(), need))) {
+                     user_cancelled = true;
+                     return Status::Cancelled("load cancelled");
+                   }
+                   return Status::OK();
+                 });
   }
-  for (;;) {
-    std::deque<LoadEvent> events;
-    bool finished;
-    {
-      std::unique_lock<std::mutex> lock(state.mu);
-      state.cv.wait_for(lock, std::chrono::milliseconds(100),
-                        [&] { return state.running == 0 || !state.events.empty(); });
-      events.swap(state.events);
-      finished = state.running == 0;
-    }
-    if (options.on_event) {
-      for (const auto& e : events) options.on_event(e);
-    }
-    if (finished) break;
-    if (!user_cancelled && ((options.cancel && options.cancel->cancelled()) ||
-                            (options.progress && !options.progress(total_done(), need)))) {
-      user_cancelled = true;
-      state.cancel.Cancel();
-    }
-  }
-  for (auto& t : threads) t.join();
-
   if (user_cancelled || (options.cancel && options.cancel->cancelled())) {
     return Status::Cancelled("load of table '" + manifest_.table + "' of manifest '" +
                              manifest_.origin + "' cancelled");
   }
-  if (!state.first_error.ok()) return state.first_error;
+  EMBSTORE_RETURN_NOT_OK(st);
   if (options.progress) options.progress(need, need);
   result.rows = end - begin;
   result.bytes = need;

@@ -103,10 +103,10 @@ TEST(ShardManifest, RejectsBadFieldsNamingThem) {
                  {"unknown key 'extra'"});
 }
 
-TEST(ShardManifest, MissingFileIsAnIOErrorNamingIt) {
+TEST(ShardManifest, AMissingFileIsNotFoundNamingIt) {
   auto m = ReadShardManifest("/nonexistent/m.json");
   ASSERT_FALSE(m.ok());
-  EXPECT_EQ(m.status().code(), StatusCode::kIOError);
+  EXPECT_EQ(m.status().code(), StatusCode::kNotFound);
   EXPECT_NE(m.status().message().find("/nonexistent/m.json"), std::string::npos);
 }
 

@@ -115,6 +115,11 @@ def test_bearer_tokens(embstore_bin, make_table_bin, tmp_path):
         out = run([embstore_bin, "ls", "--from", srv.unix, "--token-file", tmp_path / "mytoken"])
         assert out.returncode == 0, out.stderr
         assert "t " in out.stdout
+        out = run([embstore_bin, "ls", "--from", srv.unix, "--token-file", tmp_path / "missing"])
+        assert out.returncode == 2 and "--token-file" in out.stderr and "missing" in out.stderr
+        (tmp_path / "empty").write_text("")
+        out = run([embstore_bin, "ls", "--from", srv.unix, "--token-file", tmp_path / "empty"])
+        assert out.returncode != 0 and "does not start with a token line" in out.stderr
     finally:
         srv.stop()
 

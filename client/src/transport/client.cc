@@ -6,8 +6,6 @@
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "embstore/store/checksum.h"
@@ -22,15 +20,6 @@ namespace v1 = ::embstore::v1;
 using Clock = std::chrono::steady_clock;
 
 namespace {
-
-Result<std::string> ReadPem(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return Status::InvalidArgument(std::string("cannot read TLS ") + what + " '" + path + "'");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
 
 std::optional<store::DType> FromProto(v1::DType d) {
   switch (d) {
@@ -95,32 +84,10 @@ Client::Client(ConnectOptions options) : options_(std::move(options)), impl_(new
 Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Connect(const ConnectOptions& options) {
-  if (options.target.empty()) return Status::InvalidArgument("no server target given");
-  if (options.target.rfind("unix:", 0) != 0 && options.target.find(':') == std::string::npos) {
-    return Status::InvalidArgument("target '" + options.target +
-                                   "' is neither host:port nor unix:PATH");
-  }
+  EMBSTORE_RETURN_NOT_OK(internal::CheckTarget(options.target));
   std::unique_ptr<Client> c(new Client(options));
-  if (options.tls.enabled) {
-    grpc::SslCredentialsOptions ssl;
-    if (!options.tls.ca_file.empty()) {
-      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadPem(options.tls.ca_file, "CA file"));
-    }
-    if (!options.tls.cert_file.empty() || !options.tls.key_file.empty()) {
-      if (options.tls.cert_file.empty() || options.tls.key_file.empty()) {
-        return Status::InvalidArgument(
-            "a TLS client certificate needs both --tls-cert and --tls-key");
-      }
-      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadPem(options.tls.cert_file, "certificate"));
-      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadPem(options.tls.key_file, "key"));
-    }
-    c->impl_->creds = grpc::SslCredentials(ssl);
-    if (!options.tls.server_name.empty()) {
-      c->impl_->base_args.SetSslTargetNameOverride(options.tls.server_name);
-    }
-  } else {
-    c->impl_->creds = grpc::InsecureChannelCredentials();
-  }
+  EMBSTORE_ASSIGN_OR_RETURN(c->impl_->creds,
+                            internal::MakeCredentials(options, &c->impl_->base_args));
   if (!options.load_balancing.empty()) {
     if (options.load_balancing != "pick_first" && options.load_balancing != "round_robin") {
       return Status::InvalidArgument("load balancing policy '" + options.load_balancing +

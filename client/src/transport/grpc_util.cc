@@ -1,6 +1,37 @@
 #include "grpc_util.h"
 
+#include "embstore/common/read_file.h"
+
 namespace embstore::client::internal {
+
+Status CheckTarget(const std::string& target) {
+  if (target.empty()) return Status::InvalidArgument("no server target given");
+  if (target.rfind("unix:", 0) != 0 && target.find(':') == std::string::npos) {
+    return Status::InvalidArgument("target '" + target + "' is neither host:port nor unix:PATH");
+  }
+  return Status::OK();
+}
+
+Result<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(const ConnectOptions& o,
+                                                                   grpc::ChannelArguments* args) {
+  if (!o.tls.enabled) return grpc::InsecureChannelCredentials();
+  grpc::SslCredentialsOptions ssl;
+  if (!o.tls.ca_file.empty()) {
+    EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadSmallFile(o.tls.ca_file, "TLS CA file"));
+  }
+  if (!o.tls.cert_file.empty() || !o.tls.key_file.empty()) {
+    if (o.tls.cert_file.empty() || o.tls.key_file.empty()) {
+      return Status::InvalidArgument(
+          "a TLS client certificate needs both a certificate and a key file (--tls-cert and "
+          "--tls-key)");
+    }
+    EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_cert_chain,
+                              ReadSmallFile(o.tls.cert_file, "TLS certificate"));
+    EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadSmallFile(o.tls.key_file, "TLS key"));
+  }
+  if (!o.tls.server_name.empty()) args->SetSslTargetNameOverride(o.tls.server_name);
+  return grpc::SslCredentials(ssl);
+}
 
 Status FromGrpc(const grpc::Status& s, const std::string& target) {
   std::string msg = s.error_message();

@@ -21,6 +21,14 @@ Status FromGrpc(const grpc::Status& s, const std::string& target);
 // Failures worth retrying: the server or the connection went away, or the server shed load.
 bool Transient(grpc::StatusCode code);
 
+// Checks the target ("host:port" or "unix:PATH").
+Status CheckTarget(const std::string& target);
+
+// The channel credentials ConnectOptions asks for: TLS (reading its CA, certificate and key
+// files) or insecure; sets the TLS server-name override in `args`.
+Result<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(const ConnectOptions& o,
+                                                                   grpc::ChannelArguments* args);
+
 // Adds the bearer token and a deadline: `deadline` when given, else the unary RPC timeout for
 // unary calls, else none.
 void PrepareContext(grpc::ClientContext* ctx, const ConnectOptions& o,

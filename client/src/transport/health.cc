@@ -2,8 +2,6 @@
 
 #include <grpcpp/grpcpp.h>
 
-#include <fstream>
-#include <sstream>
 #include <thread>
 
 #include "grpc/health/v1/health.grpc.pb.h"
@@ -14,42 +12,12 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-Result<std::string> ReadFile(const std::string& path, const char* what) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) {
-    return Status::InvalidArgument(std::string("cannot read TLS ") + what + " '" + path + "'");
-  }
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return ss.str();
-}
-
 // A channel on a connection of its own, with the credentials ConnectOptions asks for.
 Result<std::shared_ptr<grpc::Channel>> OpenChannel(const ConnectOptions& o) {
-  if (o.target.empty()) return Status::InvalidArgument("no server target given");
-  if (o.target.rfind("unix:", 0) != 0 && o.target.find(':') == std::string::npos) {
-    return Status::InvalidArgument("target '" + o.target + "' is neither host:port nor unix:PATH");
-  }
+  EMBSTORE_RETURN_NOT_OK(internal::CheckTarget(o.target));
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
-  std::shared_ptr<grpc::ChannelCredentials> creds;
-  if (o.tls.enabled) {
-    grpc::SslCredentialsOptions ssl;
-    if (!o.tls.ca_file.empty()) {
-      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadFile(o.tls.ca_file, "CA file"));
-    }
-    if (!o.tls.cert_file.empty() || !o.tls.key_file.empty()) {
-      if (o.tls.cert_file.empty() || o.tls.key_file.empty()) {
-        return Status::InvalidArgument("a TLS client certificate needs both a cert and a key file");
-      }
-      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_cert_chain, ReadFile(o.tls.cert_file, "certificate"));
-      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_private_key, ReadFile(o.tls.key_file, "key"));
-    }
-    creds = grpc::SslCredentials(ssl);
-    if (!o.tls.server_name.empty()) args.SetSslTargetNameOverride(o.tls.server_name);
-  } else {
-    creds = grpc::InsecureChannelCredentials();
-  }
+  EMBSTORE_ASSIGN_OR_RETURN(auto creds, internal::MakeCredentials(o, &args));
   return grpc::CreateCustomChannel(o.target, creds, args);
 }
 

@@ -11,6 +11,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "fan_out.h"
 #include "file_reader.h"
 #include "transport/row_stream.h"
 
@@ -62,7 +63,6 @@ class Loader {
   // Where a chunk's raw bytes land before verification: their final place in the caller's
   // buffer when no conversion follows, else `scratch`.
   std::span<std::byte> Landing(const wire::RowChunkFields& c, std::vector<std::byte>* scratch);
-  void Fail(Status st);
   bool SleepBackoff(int attempt);  // false when cancelled or past the deadline
   std::optional<Clock::time_point> deadline() const { return deadline_; }
 
@@ -72,13 +72,8 @@ class Loader {
   const LoadOptions& o_;
   std::uint64_t begin_ = 0, end_ = 0;
   std::optional<Clock::time_point> deadline_;
-  CancelToken cancel_;  // internal: mirrors the caller's token, and stops all on the first error
-
-  std::mutex mu_;
-  std::condition_variable cv_;
-  Status first_error_;
-  int running_ = 0;
-  std::vector<LoadEvent> events_;  // handed to on_event on the calling thread
+  // The streams; its cancel token stops all of them on the first error or the caller's cancel.
+  internal::FanOut fan_;
   std::atomic<std::uint64_t> done_bytes_{0};
   std::atomic<std::uint64_t> wire_bytes_{0};
   std::atomic<int> resumes_{0};
@@ -106,15 +101,6 @@ Result<LoadStats> Client::LoadDescribed(const TableDesc& desc, std::span<std::by
   }
   Loader loader(*this, desc, out, options);
   return loader.Run();
-}
-
-void Loader::Fail(Status st) {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    if (first_error_.ok()) first_error_ = std::move(st);
-  }
-  cancel_.Cancel();
-  cv_.notify_all();
 }
 
 void Loader::Place(std::uint64_t first_row, std::span<const std::byte> payload) {
@@ -205,13 +191,9 @@ std::span<std::byte> Loader::Landing(const wire::RowChunkFields& c, std::vector<
 }
 
 bool Loader::SleepBackoff(int attempt) {
-  auto delay = o_.initial_backoff * (1LL << std::min(attempt - 1, 16));
-  delay = std::min<std::chrono::milliseconds>(delay, o_.max_backoff);
-  auto until = Clock::now() + delay;
+  auto until = Clock::now() + internal::BackoffDelay(o_, attempt);
   if (deadline_ && until > *deadline_) until = *deadline_;
-  std::unique_lock<std::mutex> lock(mu_);
-  cv_.wait_until(lock, until, [&] { return cancel_.cancelled(); });
-  return !cancel_.cancelled() && !(deadline_ && Clock::now() >= *deadline_);
+  return fan_.SleepUntil(until) && !(deadline_ && Clock::now() >= *deadline_);
 }
 
 Status Loader::Stream(int index, Part part) {
@@ -223,11 +205,10 @@ Status Loader::Stream(int index, Part part) {
   std::optional<std::uint64_t> last_bad_row;  // where the last corrupt chunk was fetched from
   bool first_attempt = true;
   while (verified < part.end) {
-    if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
+    if (fan_.cancel().cancelled()) return Status::Cancelled("load cancelled");
     if (!first_attempt) {
       ++resumes_;
-      std::lock_guard<std::mutex> lock(mu_);
-      events_.push_back({LoadEvent::Kind::kResume, index, verified, last.message()});
+      fan_.Post({LoadEvent::Kind::kResume, index, verified, last.message()});
     }
     // Resume where verification ended: a block that was arriving in pieces is fetched whole
     // again, so it can still be checked against its stored checksum. A retry takes a fresh
@@ -240,7 +221,7 @@ Status Loader::Stream(int index, Part part) {
     Status chunk_error;
     {
       transport::RowStream call(client_, index, /*fresh=*/!first_attempt, deadline_, req,
-                                &cancel_);
+                                &fan_.cancel());
       first_attempt = false;
       wire::DecodedRowChunk chunk;
       std::string decode_error;
@@ -248,7 +229,7 @@ Status Loader::Stream(int index, Part part) {
         const wire::RowChunkFields& f = chunk.fields;
         wire_bytes_ += f.payload_size;
         if (o_.cancel && o_.cancel->cancelled()) {
-          Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
+          fan_.Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
           break;
         }
         if (f.first_row != next || f.row_count == 0 || f.row_count > part.end - next) {
@@ -286,7 +267,7 @@ Status Loader::Stream(int index, Part part) {
       end = call.Finish();
     }
     if (verified >= part.end && chunk_error.ok()) return Status::OK();
-    if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
+    if (fan_.cancel().cancelled()) return Status::Cancelled("load cancelled");
 
     if (!chunk_error.ok()) {
       if (chunk_error.code() == StatusCode::kFailedPrecondition) return chunk_error;
@@ -299,10 +280,7 @@ Status Loader::Stream(int index, Part part) {
       }
       last_bad_row = verified;
       ++bad_chunks_;
-      {
-        std::lock_guard<std::mutex> lock(mu_);
-        events_.push_back({LoadEvent::Kind::kBadChunk, index, next, chunk_error.message()});
-      }
+      fan_.Post({LoadEvent::Kind::kBadChunk, index, next, chunk_error.message()});
       last = chunk_error;
     } else if (end.kind == transport::StreamEnd::Kind::kOk) {
       last = Status::Internal("server '" + client_.options_.target + "' ended the stream at row " +
@@ -334,7 +312,7 @@ Status Loader::Stream(int index, Part part) {
                         " failed attempts: " + last.message());
     }
     if (!SleepBackoff(attempt)) {
-      if (cancel_.cancelled()) return Status::Cancelled("load cancelled");
+      if (fan_.cancel().cancelled()) return Status::Cancelled("load cancelled");
       return Status::DeadlineExceeded("load of table '" + desc_.name +
                                       "' passed its deadline at row " + std::to_string(verified) +
                                       "; last error: " + last.message());
@@ -379,39 +357,18 @@ Result<LoadStats> Loader::Run() {
     if (p.begin < p.end) parts.push_back(p);
   }
 
-  std::vector<std::thread> workers;
-  running_ = static_cast<int>(parts.size());
-  for (std::size_t i = 0; i < parts.size(); ++i) {
-    workers.emplace_back([this, i, p = parts[i]] {
-      Status st = Stream(static_cast<int>(i), p);
-      if (!st.ok()) Fail(st);
-      std::lock_guard<std::mutex> lock(mu_);
-      --running_;
-      cv_.notify_all();
-    });
-  }
   // The calling thread reports progress and events, and watches the caller's cancel token.
-  for (;;) {
-    std::vector<LoadEvent> events;
-    bool finished;
-    {
-      std::unique_lock<std::mutex> lock(mu_);
-      cv_.wait_for(lock, std::chrono::milliseconds(100), [&] { return running_ == 0; });
-      finished = running_ == 0;
-      events.swap(events_);
-    }
-    if (o_.on_event) {
-      for (const auto& e : events) o_.on_event(e);
-    }
-    if (finished) break;
-    if (o_.cancel && o_.cancel->cancelled()) {
-      Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
-    } else if (o_.progress && !o_.progress(done_bytes_.load(), out_.size())) {
-      Fail(Status::Cancelled("load of table '" + desc_.name + "' cancelled"));
-    }
-  }
-  for (auto& w : workers) w.join();
-  if (!first_error_.ok()) return first_error_;
+  Status st = fan_.Run(
+      static_cast<int>(parts.size()),
+      [&](int i) { return Stream(i, parts[static_cast<std::size_t>(i)]); }, o_.on_event,
+      [&]() -> Status {
+        if ((o_.cancel && o_.cancel->cancelled()) ||
+            (o_.progress && !o_.progress(done_bytes_.load(), out_.size()))) {
+          return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
+        }
+        return Status::OK();
+      });
+  EMBSTORE_RETURN_NOT_OK(st);
   if (o_.progress) o_.progress(done_bytes_.load(), out_.size());
 
   LoadStats stats;
