@@ -20,10 +20,9 @@ import argparse
 import json
 import pathlib
 import sys
-import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from harness.data import SEED_ROWS, find_build_dir  # noqa: E402
+from harness.data import SEED_ROWS, find_build_dir, work_dir  # noqa: E402
 from harness.phases.distributed import markdown, measure  # noqa: E402,F401  (measure: API)
 
 BUILD_OUTPUTS = ["cli/embstore", "tests/embstore_make_test_table"]
@@ -31,15 +30,16 @@ BUILD_OUTPUTS = ["cli/embstore", "tests/embstore_make_test_table"]
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=SEED_ROWS)
-    ap.add_argument("--ranks", type=int, default=4)
-    ap.add_argument("--repeats", type=int, default=3)
-    ap.add_argument("--build-dir")
+    ap.add_argument("--rows", type=int, default=SEED_ROWS,
+                    help=f"rows of the 128-column table (default {SEED_ROWS})")
+    ap.add_argument("--ranks", type=int, default=4, help="torch.distributed ranks (default 4)")
+    ap.add_argument("--repeats", type=int, default=3,
+                    help="runs of each way; the best counts (default 3)")
+    ap.add_argument("--build-dir", help="where the embstore build is (default $EMBSTORE_BUILD_DIR, "
+                    "then build/release, build/bench, build/dev)")
     args = ap.parse_args()
     build = find_build_dir(args.build_dir, BUILD_OUTPUTS, "distributed_bench.py")
-    shm = pathlib.Path("/dev/shm")
-    with tempfile.TemporaryDirectory(prefix="embstore-distributed-",
-                                     dir=shm if shm.is_dir() else None) as work:
+    with work_dir("embstore-distributed-") as work:
         res = measure(build, work, args.rows, args.ranks, args.repeats)
     print("\n".join(markdown(res)))
     print(json.dumps(res))

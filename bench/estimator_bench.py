@@ -36,6 +36,8 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from harness.data import find_build_dir, make_test_table, work_dir  # noqa: E402
 BATCH = 1024
 
 
@@ -127,16 +129,6 @@ def run_case(way, model, table, rows, dim, steps, model_dir):
     print(json.dumps(out))
 
 
-def make_table(rows, dim, path, build_dir=None):
-    dirs = [pathlib.Path(build_dir)] if build_dir else []
-    dirs += [ROOT / "build" / "release", ROOT / "build" / "dev"]
-    tool = next((d / "tests" / "embstore_make_test_table" for d in dirs
-                 if (d / "tests" / "embstore_make_test_table").exists()),
-                dirs[0] / "tests" / "embstore_make_test_table")
-    subprocess.run([str(tool), str(path), "--rows", str(rows), "--dim", str(dim), "--force"],
-                   check=True)
-
-
 def measure(mode, model, table, rows, dim, steps, workdir):
     model_dir = tempfile.mkdtemp(prefix=f"{mode}-{model}-", dir=workdir)
     p = subprocess.run([sys.executable, __file__, "--child", mode, model, str(table), str(rows),
@@ -176,21 +168,21 @@ def main():
                     "directory, on disk)")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--build-dir", help="where tests/embstore_make_test_table is "
-                    "(default build/release, then build/dev)")
+                    "(default $EMBSTORE_BUILD_DIR, then build/release, build/bench, build/dev)")
     args = ap.parse_args()
+    build = find_build_dir(args.build_dir, ["tests/embstore_make_test_table"], "estimator_bench")
     seed_rows, large_rows, dim = (20000, 70000, 128) if args.quick else (938280, 4200000, 128)
-    base = args.work_dir or ("/dev/shm" if shutil.disk_usage("/dev/shm").free > 3 << 30 else None)
     results = []
-    with tempfile.TemporaryDirectory(prefix="estimator-bench-", dir=base) as d, \
+    with work_dir("estimator-bench-", 3 << 30, args.work_dir) as d, \
             tempfile.TemporaryDirectory(prefix="estimator-bench-", dir=args.model_dirs) as m:
         seed = pathlib.Path(d) / "item_mat.emb"
-        make_table(seed_rows, dim, seed, args.build_dir)
+        make_test_table(build, seed, seed_rows, dim)
         for mode in ("constant", "embstore"):
             results.append(measure(mode, "item_mat", seed, seed_rows, dim, args.seed_steps, m))
         seed.unlink()
         if not args.no_large:
             big = pathlib.Path(d) / "big.emb"
-            make_table(large_rows, dim, big, args.build_dir)
+            make_test_table(build, big, large_rows, dim)
             for mode in ("constant", "embstore"):  # steps=None: one epoch over every row
                 results.append(measure(mode, "stream", big, large_rows, dim, 0, m))
     report(results)

@@ -15,10 +15,9 @@ import argparse
 import json
 import pathlib
 import sys
-import tempfile
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parent))
-from harness.data import SEED_ROWS, find_build_dir  # noqa: E402
+from harness.data import SEED_ROWS, find_build_dir, work_dir  # noqa: E402
 from harness.phases.lookup import DEFAULT_KEYS, markdown, measure  # noqa: E402
 
 BUILD_OUTPUTS = ["cli/embstore", "tests/embstore_make_test_table"]
@@ -26,14 +25,15 @@ BUILD_OUTPUTS = ["cli/embstore", "tests/embstore_make_test_table"]
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--rows", type=int, default=SEED_ROWS)
-    ap.add_argument("--keys", type=int, default=DEFAULT_KEYS)
-    ap.add_argument("--build-dir")
+    ap.add_argument("--rows", type=int, default=SEED_ROWS,
+                    help=f"rows of the 128-column table (default {SEED_ROWS})")
+    ap.add_argument("--keys", type=int, default=DEFAULT_KEYS,
+                    help=f"random keys looked up (default {DEFAULT_KEYS})")
+    ap.add_argument("--build-dir", help="where the embstore build is (default $EMBSTORE_BUILD_DIR, "
+                    "then build/release, build/bench, build/dev)")
     args = ap.parse_args()
     build = find_build_dir(args.build_dir, BUILD_OUTPUTS, "lookup_bench.py")
-    shm = pathlib.Path("/dev/shm")
-    with tempfile.TemporaryDirectory(prefix="embstore-lookup-",
-                                     dir=shm if shm.is_dir() else None) as work:
+    with work_dir("embstore-lookup-") as work:
         res = measure(build, work, args.rows, args.keys)
     print("\n".join(markdown(res)))
     print(json.dumps(res))

@@ -45,17 +45,15 @@ import argparse
 import json
 import os
 import pathlib
-import shutil
 import subprocess
 import sys
-import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "bench"))
 from harness import phases  # noqa: E402
 from harness.data import (GENSIM_ROWS, SEED_DIM, SEED_ROWS, find_build_dir,  # noqa: E402
-                          gen_text, word2vec_form)
+                          gen_text, word2vec_form, work_dir)
 from harness.machine import machine_description  # noqa: E402
 from harness.phases import (conversion, distributed, local, lookup, micro,  # noqa: E402
                             scaling, seed, serving, trainer)
@@ -158,17 +156,13 @@ def main():
         rows=args.rows or (20_000 if args.quick else SEED_ROWS), dim=SEED_DIM,
         out=pathlib.Path(args.out_dir))
     ctx.out.mkdir(parents=True, exist_ok=True)
-    need = 12e9 if not args.quick else 0.2e9
-    base = args.work_dir
-    if base is None:
-        shm = pathlib.Path("/dev/shm")
-        base = str(shm) if shm.is_dir() and shutil.disk_usage(shm).free > need else None
     t_start = time.perf_counter()
     results = {"quick": args.quick, "load_average": {"start": list(os.getloadavg())},
                "machine": machine_description(ctx.build), "errors": {}}
     log(f"embstore benchmark report: {'quick' if args.quick else 'full'} run, build {ctx.build}, "
         f"load average {os.getloadavg()[0]:.2f}")
-    with tempfile.TemporaryDirectory(prefix="embstore-bench-", dir=base) as work:
+    need = 12e9 if not args.quick else 0.2e9
+    with work_dir("embstore-bench-", need, args.work_dir) as work:
         ctx.work = pathlib.Path(work)
         run_phases(ctx, args.skip, results)
     results["load_average"]["end"] = list(os.getloadavg())

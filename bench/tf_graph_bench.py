@@ -20,6 +20,8 @@ import tempfile
 import time
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "bench"))
+from harness.data import find_build_dir, make_test_table  # noqa: E402
 
 
 def run_case(mode, table, rows, dim, workdir):
@@ -68,16 +70,6 @@ def run_case(mode, table, rows, dim, workdir):
     print(json.dumps(out))
 
 
-def make_table(rows, dim, path, build_dir=None):
-    dirs = [pathlib.Path(build_dir)] if build_dir else []
-    dirs += [ROOT / "build" / "release", ROOT / "build" / "dev"]
-    tool = next((d / "tests" / "embstore_make_test_table" for d in dirs
-                 if (d / "tests" / "embstore_make_test_table").exists()),
-                dirs[0] / "tests" / "embstore_make_test_table")
-    subprocess.run([str(tool), str(path), "--rows", str(rows), "--dim", str(dim), "--force"],
-                   check=True)
-
-
 def measure(mode, table, rows, dim, workdir):
     p = subprocess.run([sys.executable, __file__, "--child", mode, str(table), str(rows), str(dim),
                         workdir], capture_output=True, text=True)
@@ -106,22 +98,23 @@ def main():
     ap.add_argument("--no-large", action="store_true", help="skip the table over 2 GB")
     ap.add_argument("--json", help="also write the results to this file")
     ap.add_argument("--build-dir", help="where tests/embstore_make_test_table is "
-                    "(default build/release, then build/dev)")
+                    "(default $EMBSTORE_BUILD_DIR, then build/release, build/bench, build/dev)")
     ap.add_argument("--rows", type=int, help="rows of the seed table (default 938280)")
     ap.add_argument("--dim", type=int, default=128, help="dim of the seed table (default 128)")
     args = ap.parse_args()
+    build = find_build_dir(args.build_dir, ["tests/embstore_make_test_table"], "tf_graph_bench")
     rows, dim = (20000, 128) if args.quick else (938280, 128)
     rows, dim = args.rows or rows, args.dim
     large_rows = 4200000  # 4.2M x 128 x 4 B = 2.15 GB > 2 GB
     results = []
     with tempfile.TemporaryDirectory(prefix="tf-graph-bench-") as d:
         seed = pathlib.Path(d) / "item_mat.emb"
-        make_table(rows, dim, seed, args.build_dir)
+        make_test_table(build, seed, rows, dim)
         for mode in ("constant", "embstore"):
             results.append(measure(mode, seed, rows, dim, d))
         if not args.quick and not args.no_large:
             big = pathlib.Path(d) / "big.emb"
-            make_table(large_rows, dim, big, args.build_dir)
+            make_test_table(build, big, large_rows, dim)
             for mode in ("constant", "embstore"):
                 results.append(measure(mode, big, large_rows, dim, d + "/big"))
     report(results)

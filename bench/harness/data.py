@@ -2,8 +2,10 @@
 np.savetxt writes them, and the word2vec text form."""
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
+import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 
@@ -28,6 +30,26 @@ def find_build_dir(explicit, needs, who):
             return c
     sys.exit(f"{who}: no build dir holds " + ", ".join(needs) + "; build them first "
              "(see docs/benchmarks.md) or pass --build-dir")
+
+
+def work_dir(prefix, need_bytes=0, base=None):
+    """A new temporary directory for generated data (a context manager yielding its path): under
+    `base` when given; else on /dev/shm when it has `need_bytes` free, so the disk's speed stays
+    out of the numbers; else in the default temporary directory."""
+    if base is None:
+        shm = pathlib.Path("/dev/shm")
+        if shm.is_dir() and shutil.disk_usage(shm).free > need_bytes:
+            base = str(shm)
+    return tempfile.TemporaryDirectory(prefix=prefix, dir=base)
+
+
+def make_test_table(build, path, rows, dim, keys=False):
+    """`path`, a new rows x dim float32 table (with keys "key<row>" when `keys`) made by
+    tests/embstore_make_test_table: row r, column c holds ((31r + 7c) % 256 - 128) / 4."""
+    cmd = [str(pathlib.Path(build) / "tests" / "embstore_make_test_table"), str(path), "--rows",
+           str(rows), "--dim", str(dim), "--force"] + (["--keys"] if keys else [])
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL)
+    return path
 
 
 def gen_text(build, path, rows, dim, fmt):

@@ -7,7 +7,7 @@ import pathlib
 import subprocess
 
 from harness.contenders.distributed_ranks import WAYS
-from harness.data import SEED_DIM, warm
+from harness.data import SEED_DIM, make_test_table, warm
 from harness.processes import child_command, child_env, embstore_server
 
 
@@ -18,9 +18,7 @@ def measure(build_dir, work_dir, rows, ranks=4, repeats=3):
     store = pathlib.Path(work_dir) / "distributed-store"
     store.mkdir(parents=True, exist_ok=True)
     table = store / "seed.emb"
-    subprocess.run([str(build / "tests" / "embstore_make_test_table"), str(table), "--rows",
-                    str(rows), "--dim", str(SEED_DIM), "--force"], check=True,
-                   stdout=subprocess.DEVNULL)
+    make_test_table(build, table, rows, SEED_DIM)
     warm(table)  # the server's pages warm, as for a table it serves often
     init = pathlib.Path(work_dir) / "distributed-init"
     init.unlink(missing_ok=True)

@@ -5,7 +5,7 @@ import os
 import pathlib
 import subprocess
 
-from harness.data import ROOT, warm
+from harness.data import ROOT, make_test_table, warm
 from harness.processes import embstore_server, run_json_child
 
 DEFAULT_KEYS = 100_000
@@ -17,8 +17,7 @@ def measure(build, work, rows, nkeys):
     store = pathlib.Path(work) / "lookup-store"
     store.mkdir(exist_ok=True)
     table = store / "seed.emb"
-    subprocess.run([str(build / "tests" / "embstore_make_test_table"), str(table), "--rows",
-                    str(rows), "--dim", "128", "--keys", "--force"], check=True)
+    make_test_table(build, table, rows, 128, keys=True)
     warm(table)
     try:  # a machine without git (a fresh install, a container) still runs the benchmark
         commit = subprocess.run(["git", "-C", str(ROOT), "rev-parse", "--short", "HEAD"],
