@@ -51,6 +51,15 @@ namespace {
 
 struct CharSet {
   char c[6];
+
+  // The first byte of [p, end) in the set, or end: the scalar scan, and the SIMD scans' tail.
+  const char* FindIn(const char* p, const char* end) const {
+    for (; p < end; ++p) {
+      const char x = *p;
+      if (x == c[0] || x == c[1] || x == c[2] || x == c[3] || x == c[4] || x == c[5]) return p;
+    }
+    return end;
+  }
 };
 
 inline bool IsDigitChar(char c) { return static_cast<unsigned char>(c - '0') < 10; }

@@ -10,14 +10,7 @@ struct ScalarIsa {
   static constexpr bool kBatchF32 = false;
   static const char* FindAny(const char* p, const char* end, const char* /*re*/,
                              const CharSet& set) {
-    for (; p < end; ++p) {
-      char c = *p;
-      if (c == set.c[0] || c == set.c[1] || c == set.c[2] || c == set.c[3] || c == set.c[4] ||
-          c == set.c[5]) {
-        return p;
-      }
-    }
-    return end;
+    return set.FindIn(p, end);
   }
 };
 

@@ -83,14 +83,7 @@ struct SimdIsa {
       }
       p += kScanWidth;
     }
-    for (; p < end; ++p) {
-      char c = *p;
-      if (c == set.c[0] || c == set.c[1] || c == set.c[2] || c == set.c[3] || c == set.c[4] ||
-          c == set.c[5]) {
-        return p;
-      }
-    }
-    return end;
+    return set.FindIn(p, end);
   }
 
   // Value of the n (1..16) ASCII digits that end at `last`. Scalar meaning: the loop
