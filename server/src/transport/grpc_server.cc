@@ -75,6 +75,9 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerConfig& config
     builder.SetResourceQuota(quota);
   }
   const auto& ka = config.keepalive;
+  // gRPC sets SO_REUSEPORT by default: a second server on a busy port would start and share its
+  // connections with the first. A port in use must be an error instead.
+  builder.AddChannelArgument(GRPC_ARG_ALLOW_REUSEPORT, 0);
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIME_MS, static_cast<int>(ka.time_ms));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_TIMEOUT_MS, static_cast<int>(ka.timeout_ms));
   builder.AddChannelArgument(GRPC_ARG_KEEPALIVE_PERMIT_WITHOUT_CALLS,

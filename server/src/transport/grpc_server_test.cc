@@ -241,6 +241,19 @@ TEST_F(ServerTest, ErrorsMapToPreciseStatusCodes) {
   EXPECT_NE(m.find("code=\"INVALID_ARGUMENT\""), std::string::npos);
 }
 
+// Two servers on one port would each get some of the connections (gRPC's default
+// SO_REUSEPORT): the second one must fail to start instead, naming the address.
+TEST_F(ServerTest, ASecondServerOnABusyPortFailsToStart) {
+  Start();
+  ServerConfig second = config_;
+  second.listen = {server_->addresses().front()};
+  second.metrics_listen.clear();
+  auto s = Server::Start(second);
+  ASSERT_FALSE(s.ok()) << "a second server started on " << second.listen[0];
+  EXPECT_NE(s.status().message().find(second.listen[0]), std::string::npos)
+      << s.status().ToString();
+}
+
 TEST_F(ServerTest, LargestChunksFitTheDefaultClientReceiveLimit) {
   TableSpec big = LargeTable(20000, 64, 2);
   ASSERT_TRUE(WriteTestTable(dir_.File("big.emb"), big).ok());
