@@ -24,6 +24,9 @@ class TempFile {
     testkit::WriteFileOrDie(path_, std::string(n, c));
   }
   const std::string& path() const { return path_; }
+  // For death tests, whose child process dies without running destructors: removes the file and
+  // its directory now (an open descriptor and its mapping stay valid).
+  void RemoveNow() const { std::filesystem::remove_all(dir_.path()); }
 
  private:
   testkit::TempDir dir_{"guard-test"};
@@ -67,9 +70,10 @@ TEST(MappingGuardDeathTest, FaultOutsideEveryGuardedRangeStillKills) {
   ASSERT_TRUE(unrelated.ok());
   EXPECT_DEATH(
       {
-        int fd = ::open(path.c_str(), O_RDONLY);
+        int fd = ::open(path.c_str(), O_RDWR);
         void* m = ::mmap(nullptr, 2 * page, PROT_READ, MAP_SHARED, fd, 0);
-        (void)::truncate(path.c_str(), 0);
+        file.RemoveNow();
+        (void)::ftruncate(fd, 0);
         volatile unsigned char c = static_cast<const volatile unsigned char*>(m)[page];
         (void)c;
       },
@@ -96,9 +100,10 @@ TEST(MappingGuardDeathTest, OtherFaultsReachTheReplacedHandlerOnceThenKill) {
         sigemptyset(&sa.sa_mask);
         sigaction(SIGBUS, &sa, nullptr);
         auto again = MappingGuard::Register(std::span<const std::byte>());
-        int fd = ::open(path.c_str(), O_RDONLY);
+        int fd = ::open(path.c_str(), O_RDWR);
         void* m = ::mmap(nullptr, 2 * page, PROT_READ, MAP_SHARED, fd, 0);
-        (void)::truncate(path.c_str(), 0);
+        file.RemoveNow();
+        (void)::ftruncate(fd, 0);
         volatile unsigned char c = static_cast<const volatile unsigned char*>(m)[page];
         (void)c;
       },
