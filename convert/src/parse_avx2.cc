@@ -1,4 +1,4 @@
-// The AVX2 kernel: 32-byte blocks. Compiled with -mavx2 (store/CMakeLists.txt); only reached
+// The AVX2 kernel: 32-byte blocks. Compiled with -mavx2 (convert/CMakeLists.txt); only reached
 // when the CPU has AVX2 (kernel_common.cc).
 #include "simd_isa.h"
 

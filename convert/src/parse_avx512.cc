@@ -1,6 +1,6 @@
 // The AVX-512 kernel: 64-byte blocks with mask registers for scans, 32-byte digit blocks
 // (simd_isa.h says why). Compiled with -mavx512bw and friends
-// (store/CMakeLists.txt); only reached when the CPU has them (kernel_common.cc).
+// (convert/CMakeLists.txt); only reached when the CPU has them (kernel_common.cc).
 #include "simd_isa.h"
 
 namespace embstore::convert {
