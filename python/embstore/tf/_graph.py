@@ -1,0 +1,251 @@
+"""TF1 graph mode: initialize() feeds assign ops through placeholders; scaffold() does it in a
+Scaffold's init_fn; init_hook() makes each variable's initializer load its rows."""
+import weakref
+
+import numpy as np
+
+from .._core import Source, _chunks_into, load as _load
+from ..errors import FailedPreconditionError, InvalidArgumentError
+from ._common import (_check_rows_fit, _check_shape, _chunk_rows, _connect_kwargs, _np_dtype,
+                      _partitions, _read_kwargs, _rows_arg, _scatter_rows, _var_name, tf)
+
+
+def _graph_of(specs):
+    graphs = {id(p.graph): p.graph for v, _, _ in specs for p, _ in _partitions(v)}
+    if len(graphs) > 1:
+        raise InvalidArgumentError("the variables of one mapping must live in one graph")
+    return next(iter(graphs.values()), None) or tf.compat.v1.get_default_graph()
+
+
+class _Feeder:
+    """Graph-side machinery to fill one variable: placeholders for a row range and its values,
+    and one assign op. Built once per variable; its size does not depend on the table's."""
+
+    def __init__(self, variable):
+        self.variable = variable
+        np_dtype, self.load_dtype = _np_dtype(variable)
+        self.np_dtype = np_dtype
+        with tf.compat.v1.name_scope("embstore_init"):
+            self.begin = tf.compat.v1.placeholder(tf.int64, [], name="begin")
+            self.values = tf.compat.v1.placeholder(variable.dtype.base_dtype,
+                                                   [None] + variable.shape.as_list()[1:],
+                                                   name="values")
+            self.op = _scatter_rows(variable, self.begin, self.values)
+            if not isinstance(self.op, tf.Operation):
+                self.op = self.op.op
+
+    def run(self, session, src, table, first_row, chunk_rows, **load_kwargs):
+        rows = int(self.variable.shape[0])
+        desc = src.describe(table)
+        chunk = _chunk_rows(chunk_rows, int(self.variable.shape[1]),
+                            np.dtype(self.np_dtype).itemsize)
+        # The fed arrays are 64-byte aligned, so the session takes them without a copy; the
+        # scatter copies each row into the variable. Reading the next chunk overlaps the write.
+        for off, arr in _chunks_into(src, table, desc, first_row, first_row + rows, chunk,
+                                     self.np_dtype, **_read_kwargs(load_kwargs)):
+            session.run(self.op, {self.begin: off, self.values: arr})
+
+
+def _specs(mapping):
+    """[(variable, table, rows)] of {variable: table or (table, rows)}, rows checked."""
+    out = []
+    for variable, spec in mapping.items():
+        table, rows = (spec if isinstance(spec, tuple) else (spec, None))
+        rows = _rows_arg(rows)
+        _check_rows_fit(variable, rows)
+        out.append((variable, table, rows))
+    return out
+
+
+# Feeders already built, per graph and variable (partition) name: initialize() adds its ops to a
+# graph once, and can run again after the graph was finalized.
+_FEEDERS = weakref.WeakKeyDictionary()
+
+
+def _feeders(graph, specs, caller):
+    """[(feeder, table, rows, first_row, variable)] for the checked mapping `specs`."""
+    built = _FEEDERS.setdefault(graph, {})
+    out = []
+    for variable, table, rows in specs:
+        for part, first in _partitions(variable):
+            feeder = built.get(part.name)
+            if feeder is None:
+                if graph.finalized:
+                    raise FailedPreconditionError(
+                        f"embstore.tf.{caller}(): the graph is finalized, so embstore cannot add "
+                        f"the assign op for variable {_var_name(part)!r}. Call "
+                        f"embstore.tf.initialize() once before the graph is finalized (later "
+                        f"calls reuse its ops), or build embstore.tf.init_hook() or "
+                        f"embstore.tf.scaffold() before MonitoredTrainingSession starts")
+                with graph.as_default():
+                    feeder = built[part.name] = _Feeder(part)
+            out.append((feeder, table, rows, first, variable))
+    return out
+
+
+def _run_feeders(session, feeders, src, chunk_rows, load_kwargs):
+    for feeder, table, rows, first, variable in feeders:
+        begin = _check_shape(variable, src, src.describe(table), rows)
+        feeder.run(session, src, table, begin + first, chunk_rows, **load_kwargs)
+
+
+def initialize(session, mapping, source, *, chunk_rows=None, **load_kwargs):
+    """TF1 graph mode: fills variables from tables in `session`.
+
+    mapping: {variable: "table"} or {variable: ("table", (begin, end))}.
+    The first call for a variable adds a few placeholders and one assign op per variable
+    (partition) to the session's graph; later calls reuse them, also once the graph is finalized.
+    The table's values are fed at run time and never stored in the graph.
+    """
+    specs = _specs(mapping)
+    feeders = _feeders(session.graph, specs, "initialize")
+    src = Source.resolve(source, **_connect_kwargs(load_kwargs))
+    _run_feeders(session, feeders, src, chunk_rows, load_kwargs)
+
+
+def scaffold(mapping, source, *, base=None, chunk_rows=None, **load_kwargs):
+    """A tf.compat.v1.train.Scaffold whose init_fn fills the variables from the tables.
+
+    For MonitoredTrainingSession(scaffold=...) and EstimatorSpec(scaffold=...). The session
+    manager calls init_fn only when it initializes the variables instead of restoring a
+    checkpoint, and before any hook runs, so the first checkpoint already holds the table and a
+    restored run keeps its trained values. Call it in the variables' graph before the session is
+    created (it adds its assign ops then). The graph gets only placeholders and assign ops.
+
+    mapping: as for initialize().
+    base: a Scaffold to copy the other fields from; its own init_fn runs first.
+    """
+    specs = _specs(mapping)
+    feeders = _feeders(_graph_of(specs), specs, "scaffold")
+    connect = _connect_kwargs(load_kwargs)
+
+    def init_fn(_, session):
+        if base is not None and base.init_fn is not None:
+            base.init_fn(session)
+        src = Source.resolve(source, **connect)
+        _run_feeders(session, feeders, src, chunk_rows, load_kwargs)
+
+    return tf.compat.v1.train.Scaffold(init_fn=init_fn, copy_from_scaffold=base)
+
+
+class _LazySource:
+    """Resolves the source on first use, so a session that restores a checkpoint never
+    connects to it."""
+
+    def __init__(self, source, connect):
+        self._source, self._connect, self._src = source, connect, None
+
+    def get(self):
+        if self._src is None:
+            self._src = Source.resolve(self._source, **self._connect)
+        return self._src
+
+    def release(self):
+        """Drops the connection or mapping; the next get() opens it again."""
+        self._src = None
+
+
+# The loading initializers init_hook() installed, per graph and variable (partition) name:
+# (the hook that installed it, the variable's own initializer).
+_INSTALLED = weakref.WeakKeyDictionary()
+
+
+def _row_loader(variable, table, rows, source, load_kwargs):
+    """load(first, n, dtype): rows [first, first + n) of the variable, from the table."""
+    def load(first, n, dtype):
+        src = source.get()
+        begin = _check_shape(variable, src, src.describe(table), rows)
+        return _load(src, table, rows=(begin + first, begin + first + n), dtype=dtype,
+                     **load_kwargs)
+    return load
+
+
+def _install_loading_initializer(owner, part, first, load, chunk_rows):
+    """Makes `part`'s initializer run its own initializer, then load its rows of the table
+    chunk by chunk, each chunk fetched by a numpy_function and written by a scatter update.
+
+    Whatever initializes the variables (Scaffold's default init_op, global_variables_initializer)
+    now loads the table, and a session that restores a checkpoint runs none of it. This is how
+    tf.compat.v1.train.init_from_checkpoint warm-starts variables, too.
+    """
+    installed = _INSTALLED.setdefault(part.graph, {})
+    previous = installed.get(part.name)
+    if previous is not None and previous[0] is owner:
+        return  # this hook's begin() already ran for this graph (a second session)
+    own_init = previous[1] if previous is not None else part.initializer
+    np_dtype, load_dtype = _np_dtype(part)
+    nrows = int(part.shape[0])
+    dims = part.shape.as_list()[1:]
+    chunk = _chunk_rows(chunk_rows, int(np.prod(dims, dtype=np.int64)), np.dtype(np_dtype).itemsize)
+
+    def fetch(off, n):
+        return load(first + off, n, load_dtype).astype(np_dtype, copy=False)
+
+    with part.graph.as_default(), tf.compat.v1.name_scope("embstore_init"):
+        last = own_init
+        for off in range(0, nrows, chunk):
+            n = min(chunk, nrows - off)
+            # The control dependency orders the chunks: one chunk in memory at a time.
+            with tf.control_dependencies([last]):
+                values = tf.numpy_function(lambda off=off, n=n: fetch(off, n), [],
+                                           part.dtype.base_dtype, stateful=True, name="load")
+            values.set_shape([n] + dims)
+            last = _scatter_rows(part, off, values)
+            if not isinstance(last, tf.Operation):
+                last = last.op
+        part._initializer_op = tf.group(last, name="initializer")
+    installed[part.name] = (owner, own_init)
+
+
+class _InitHook(tf.compat.v1.train.SessionRunHook):
+    def __init__(self, mapping, source, chunk_rows, load_kwargs):
+        self._specs = _specs(mapping)
+        self._source = _LazySource(source, _connect_kwargs(load_kwargs))
+        self._chunk_rows = chunk_rows
+        self._load_kwargs = load_kwargs
+
+    def begin(self):
+        # MonitoredSession calls begin() before its Scaffold builds the default init_op and
+        # finalizes the graph, so the variables' initializers can still be replaced here.
+        graph = tf.compat.v1.get_default_graph()
+        if graph.finalized:
+            raise FailedPreconditionError(
+                "embstore.tf.init_hook: the graph is already finalized, so the variables' "
+                "initializers cannot load the table; create the MonitoredTrainingSession before "
+                "finalizing the graph, or use embstore.tf.scaffold()")
+        for variable, table, rows in self._specs:
+            load = _row_loader(variable, table, rows, self._source, self._load_kwargs)
+            for part, first in _partitions(variable):
+                if part.graph is not graph:
+                    raise InvalidArgumentError(
+                        f"variable {_var_name(part)!r} is not in the session's graph")
+                _install_loading_initializer(self, part, first, load, self._chunk_rows)
+
+    def after_create_session(self, session, coord):
+        # The session has initialized (and loaded) or restored its variables: do not keep a
+        # server connection or the table file's mapping open for the rest of the training.
+        self._source.release()
+
+
+def init_hook(mapping, source, *, checkpoint_dir=None, chunk_rows=None, **load_kwargs):
+    """A SessionRunHook that makes the variables' initializers load the tables.
+
+    For tf.compat.v1.train.MonitoredTrainingSession(hooks=[...]) and Estimator-style loops. In
+    begin(), it replaces each variable's initializer by one that runs the old one, then loads the
+    variable's rows of the table. So the table is loaded exactly when the session initializes the
+    variables: a session that restores a checkpoint keeps the restored values and never contacts
+    the source, and the first checkpoint (written right after the session is created) already
+    holds the table.
+
+    mapping: as for initialize().
+    checkpoint_dir: no longer needed (the session itself decides between restoring and
+        initializing); accepted and ignored.
+
+    The variables must be initialized by an init op built after begin(): the Scaffold's default
+    one, or global_variables_initializer() called later. A Scaffold(init_op=...) built before
+    the session was created keeps the old initializers; use scaffold() then. The graph holds
+    numpy_function ops that call back into this process: a graph imported from this run's .meta
+    file cannot run these initializers (restoring its checkpoints works as usual).
+    """
+    del checkpoint_dir
+    return _InitHook(mapping, source, chunk_rows, load_kwargs)
