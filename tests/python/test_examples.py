@@ -6,6 +6,7 @@ is; elsewhere each says why it is skipped.
 """
 import importlib.util
 import os
+import socket
 import subprocess
 import sys
 
@@ -59,7 +60,13 @@ def test_example_runs(demo_server, example):
 
 def test_torch_distributed_example_under_torchrun(demo_server):
     pytest.importorskip("torch.distributed.checkpoint")
+    # A static rendezvous on 127.0.0.1: without --master-port, torchrun rendezvous at
+    # "localhost", which a machine without /etc/hosts (a bare container or chroot) cannot resolve.
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
     out = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "4",
+                          "--master-addr", "127.0.0.1", "--master-port", str(port),
                           str(ROOT / "examples" / "torch_distributed.py"), "--source",
                           demo_server.unix, "--table", "sample"],
                          capture_output=True, text=True, timeout=240)
