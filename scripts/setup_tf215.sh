@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Creates .venv-tf215, the second test environment: TensorFlow 2.15 (the last release with
 # tf.estimator; its tf.keras is Keras 2) with numpy 1.x, pinned in requirements-tf215.txt, and the
-# embstore package installed into it with a native module built for it (build/python-tf215).
+# embstore package installed into it, its native module built in .venv's build tree (build/python).
 # scripts/setup.sh runs this after setting up .venv; scripts/test.sh runs it as its own step.
 # Safe to rerun: it only checks when everything is present. EMBSTORE_SETUP_SKIP_PACKAGE=1 leaves
 # the package to the caller, as in scripts/setup.sh.
@@ -32,11 +32,13 @@ else
   log "Python packages: up to date"
 fi
 
-# The package, editable like .venv's (python/embstore is live in both environments), with its
-# native module built by this environment's CMake run in a build directory of its own.
+# The package, editable like .venv's (python/embstore is live in both environments). Its native
+# module is built in .venv's build tree (build/python/{wheel_tag}, one per Python version): the
+# same sources and flags, so only the Python binding layer recompiles, not the whole C++ tree.
+# Each environment gets its own installed copy of the module.
 install_package() {
   $VENV/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
-    --config-settings=build-dir="$ROOT/build/python-tf215/{wheel_tag}" -e python
+    -e python
 }
 if [[ "${1:-}" == --package ]]; then
   log "building and installing the embstore Python package into $VENV"

@@ -9,10 +9,11 @@ set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 
-declare -a names=() results=()
-# run NAME COMMAND...: runs one step, records whether it passed, never stops the script.
+declare -a names=() results=() seconds=()
+# run NAME COMMAND...: runs one step, records whether it passed and how long it took, never
+# stops the script.
 run() {
-  local name="$1"
+  local name="$1" start=$SECONDS
   shift
   echo "test: == $name"
   if "$@"; then
@@ -21,14 +22,17 @@ run() {
     results+=("FAILED (exit $?)")
   fi
   names+=("$name")
+  seconds+=("$((SECONDS - start)) s")
 }
+# not_run NAME WHY: records a step that could not run as failed.
+not_run() { names+=("$1"); results+=("FAILED (not run: $2)"); seconds+=("-"); }
 summary() {
   local failed=0
   echo
-  echo "test: summary"
+  echo "test: summary (${SECONDS} s in all)"
   for i in "${!names[@]}"; do
-    printf 'test:   %-28s %s\n' "${names[$i]}" "${results[$i]}"
-    [[ ${results[$i]} == passed ]] || failed=1
+    printf 'test:   %-28s %-8s %s\n' "${names[$i]}" "${seconds[$i]}" "${results[$i]}"
+    [[ ${results[$i]} == passed* ]] || failed=1
   done
   return $failed
 }
@@ -44,7 +48,7 @@ step_ok && built=1
 if ((built)); then
   run "ctest" ctest --preset dev
 else
-  names+=("ctest"); results+=("FAILED (not run: the build failed)")
+  not_run "ctest" "the build failed"
 fi
 
 fuzz_smoke() {
@@ -58,7 +62,7 @@ fuzz_smoke() {
     ctest --test-dir build/fuzz -R "convert_fuzz_smoke|table_fuzz_smoke" --output-on-failure
 }
 if [[ "${EMBSTORE_SKIP_FUZZ:-0}" == 1 ]]; then
-  names+=("fuzz smoke"); results+=("passed (skipped: EMBSTORE_SKIP_FUZZ=1)")
+  names+=("fuzz smoke"); results+=("passed (skipped: EMBSTORE_SKIP_FUZZ=1)"); seconds+=("-")
 else
   run "fuzz smoke (clang, ASan)" fuzz_smoke
 fi
@@ -74,7 +78,7 @@ run "python package" python_package
 run "pytest" env EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv/bin/python -m pytest tests/python "$@"
 
 # The second environment: its packages (first run: a download of about 280 MB) and the package's
-# native module built for it (build/python-tf215). Its suite: tests/python_tf215 (tf.estimator,
+# native module installed into it (built in build/python, the tree the step above uses). Its suite: tests/python_tf215 (tf.estimator,
 # Keras 2) and the files of tests/python that exercise TensorFlow.
 run "TF 2.15 environment" bash scripts/setup_tf215.sh --package
 if step_ok; then
@@ -83,7 +87,7 @@ if step_ok; then
     tests/python/test_python_tf_restart.py tests/python/test_python_tf_distributed.py \
     tests/python/test_examples.py
 else
-  names+=("pytest (TensorFlow 2.15)"); results+=("FAILED (not run: no .venv-tf215)")
+  not_run "pytest (TensorFlow 2.15)" "no .venv-tf215"
 fi
 
 summary
