@@ -46,14 +46,15 @@ else
 fi
 
 # --- The embstore Python package ------------------------------------------------------------------
-# An editable install whose native module is built from this tree's CMake (build/python/...).
+# An editable install whose native module is built from this tree's CMake (build/python/...;
+# scripts/install_package.sh).
 # scripts/test.sh refreshes it after every C++ build (and sets EMBSTORE_SETUP_SKIP_PACKAGE=1 so
 # that a failure there is reported as its own suite); here it is only installed when missing.
 if [[ "${EMBSTORE_SETUP_SKIP_PACKAGE:-0}" == 1 ]]; then
   log "embstore Python package: left to the caller"
 elif ! .venv/bin/python -c "import embstore._native" >/dev/null 2>&1; then
   log "building and installing the embstore Python package into .venv (first time: a few minutes)"
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps -e python
+  bash scripts/install_package.sh .venv
 else
   log "embstore Python package: installed"
 fi

@@ -33,13 +33,10 @@ else
 fi
 
 # The package, editable like .venv's (python/embstore is live in both environments). Its native
-# module is built in .venv's build tree (build/python/{wheel_tag}, one per Python version): the
-# same sources and flags, so only the Python binding layer recompiles, not the whole C++ tree.
-# Each environment gets its own installed copy of the module.
-install_package() {
-  $VENV/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
-    -e python
-}
+# module is built in .venv's build tree (build/python/{wheel_tag}, one per Python version, or
+# build/dev: scripts/package_settings.sh): the same sources and flags, so only the Python binding
+# layer recompiles, not the whole C++ tree. Each environment gets its own installed copy.
+install_package() { bash scripts/install_package.sh "$VENV"; }
 if [[ "${1:-}" == --package ]]; then
   log "building and installing the embstore Python package into $VENV"
   install_package

@@ -8,6 +8,9 @@
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
+# The Python package (both environments) and the wheel test build their native code in
+# build/dev, the tree ctest uses, so the C++ sources compile once (scripts/package_settings.sh).
+export EMBSTORE_PACKAGE_TREE="${EMBSTORE_PACKAGE_TREE-dev}"
 
 declare -a names=() results=() seconds=()
 # run NAME COMMAND...: runs one step, records whether it passed and how long it took, never
@@ -67,18 +70,15 @@ else
   run "fuzz smoke (clang, ASan)" fuzz_smoke
 fi
 
-python_package() {
-  # The package's native module, rebuilt from this tree after every C++ change.
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-build-isolation --no-deps \
-    -e python
-}
-run "python package" python_package
+# The package's native module and CLI, rebuilt from this tree after every C++ change, in the dev
+# tree just built (EMBSTORE_PACKAGE_TREE, exported above): only the binding layer compiles.
+run "python package" bash scripts/install_package.sh .venv
 # pytest runs even when the package or the C++ build failed: the suites that do not need them
 # still say something, and the failures name what is missing.
 run "pytest" env EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv/bin/python -m pytest tests/python "$@"
 
 # The second environment: its packages (first run: a download of about 280 MB) and the package's
-# native module installed into it (built in build/python, the tree the step above uses). Its suite: tests/python_tf215 (tf.estimator,
+# native module installed into it (built in build/dev, as the step above). Its suite: tests/python_tf215 (tf.estimator,
 # Keras 2) and the files of tests/python that exercise TensorFlow.
 run "TF 2.15 environment" bash scripts/setup_tf215.sh --package
 if step_ok; then

@@ -1,7 +1,8 @@
 """scripts/wheel.sh builds a self-contained wheel; installed into a fresh virtual environment
 (numpy only, no TensorFlow or PyTorch) it loads a table from a file and from a server, and puts
 the `embstore` command on PATH. The wheel is built in the editable install's build tree
-(build/python/<wheel tag>, same sources and flags), so after scripts/setup.sh nothing recompiles."""
+(build/python/<wheel tag>, or build/dev under scripts/test.sh: scripts/package_settings.sh), so
+the C++ sources are not compiled again."""
 import os
 import pathlib
 import subprocess
