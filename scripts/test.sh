@@ -62,7 +62,7 @@ fuzz_smoke() {
       return 1
   fi
   cmake --build build/fuzz --target convert_fuzz table_fuzz &&
-    ctest --test-dir build/fuzz -R "convert_fuzz_smoke|table_fuzz_smoke" --output-on-failure
+    ctest --test-dir build/fuzz -j2 -R "convert_fuzz_smoke|table_fuzz_smoke" --output-on-failure
 }
 if [[ "${EMBSTORE_SKIP_FUZZ:-0}" == 1 ]]; then
   names+=("fuzz smoke"); results+=("passed (skipped: EMBSTORE_SKIP_FUZZ=1)"); seconds+=("-")
