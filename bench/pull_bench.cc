@@ -6,14 +6,20 @@
 //      same bytes from the page cache.
 // Prints each figure and its ratio to the ceiling; never asserts speed.
 //
+// With --target, only (2), from a server already running, of its table --table, into a buffer
+// already in memory and into a new one each time: bench/harness runs it round by round with the
+// Python client on the same server, so that both see the machine in the same state.
+//
 // Usage: pull_bench [--rows N] [--dim D] [--streams 1,2,4,8] [--repeats R] [--seconds S]
 //                   [--json FILE] [--quick]
+//        pull_bench --target HOST:PORT --table NAME [--streams ...] [--repeats R] [--json FILE]
 #include <signal.h>
 #include <sys/mman.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -57,6 +63,63 @@ void MakeTable(const std::string& path, std::uint64_t rows, std::uint64_t dim) {
   if (!(*w)->Finish().ok()) std::exit(1);
 }
 
+[[noreturn]] void Fail(const embstore::Status& st) {
+  std::fprintf(stderr, "pull_bench: %s\n", st.ToString().c_str());
+  std::exit(1);
+}
+
+// Anonymous memory for a load's destination; touched first when `prefault`.
+std::span<std::byte> MapBuffer(std::uint64_t bytes, bool prefault) {
+  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mem == MAP_FAILED) Fail(embstore::Status::FromErrno("mmap", errno));
+  std::span<std::byte> out(static_cast<std::byte*>(mem), bytes);
+  if (prefault) std::memset(out.data(), 1, out.size());
+  return out;
+}
+
+// --target: loads of `table` from a running server, best of `repeats` per stream count, into a
+// buffer in memory already (as Python's embstore.load(out=)) and into a new one each time (as
+// embstore.load without out=, which pays for fresh pages).
+int RemoteLoads(const std::string& target, const std::string& table,
+                const std::vector<int>& streams, int repeats, const std::string& json_out) {
+  embstore::client::ConnectOptions co;
+  co.target = target;
+  auto client = embstore::client::Client::Connect(co);
+  if (!client.ok()) Fail(client.status());
+  auto desc = (*client)->Describe(table);  // connects; not timed
+  if (!desc.ok()) Fail(desc.status());
+  const std::uint64_t bytes = desc->rows * desc->row_bytes;
+  nlohmann::ordered_json streamed = nlohmann::ordered_json::array();
+  for (int n : streams) {
+    embstore::client::LoadOptions o;
+    o.allow_local = false;
+    o.streams = n;
+    double in_memory = 0, fresh = 0;
+    std::span<std::byte> kept = MapBuffer(bytes, /*prefault=*/true);
+    for (int i = 0; i < repeats; ++i) {
+      auto start = Clock::now();
+      auto st = (*client)->Load(table, kept, o);
+      if (!st.ok()) Fail(st.status());
+      in_memory = std::max(in_memory, bytes / Seconds(start));
+      start = Clock::now();
+      std::span<std::byte> now = MapBuffer(bytes, /*prefault=*/false);
+      st = (*client)->Load(table, now, o);
+      if (!st.ok()) Fail(st.status());
+      fresh = std::max(fresh, bytes / Seconds(start));
+      ::munmap(now.data(), now.size());
+    }
+    ::munmap(kept.data(), kept.size());
+    streamed.push_back({{"streams", n}, {"bytes_per_s", in_memory}, {"fresh_bytes_per_s", fresh}});
+    std::printf("client, %2d stream%s over TCP: %6.2f GB/s in memory, %6.2f GB/s into new memory\n",
+                n, n == 1 ? " " : "s", in_memory / 1e9, fresh / 1e9);
+  }
+  nlohmann::ordered_json results;
+  results["bytes"] = bytes;
+  results["streamed"] = streamed;
+  if (!json_out.empty()) std::ofstream(json_out) << results.dump(2) << "\n";
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -65,7 +128,9 @@ int main(int argc, char** argv) {
   std::vector<int> streams = {1, 2, 4, 8};
   int repeats = 3, seconds = 3;
   bool quick = false;
-  std::string json_out;
+  std::string json_out, remote_target, remote_table = "seed";
+  app.add_option("--target", remote_target, "Measure only loads from this running server");
+  app.add_option("--table", remote_table, "With --target: the table to load (default seed)");
   app.add_option("--rows", rows, "Table rows (default 938280)");
   app.add_option("--dim", dim, "Table dim (default 128)");
   app.add_option("--streams", streams, "Stream counts to measure")->delimiter(',');
@@ -74,6 +139,9 @@ int main(int argc, char** argv) {
   app.add_option("--json", json_out, "Also write the results as JSON to this file");
   app.add_flag("--quick", quick, "A small table and one repeat: a smoke test");
   CLI11_PARSE(app, argc, argv);
+  if (!remote_target.empty()) {
+    return RemoteLoads(remote_target, remote_table, streams, repeats, json_out);
+  }
   if (quick) {
     rows = std::min<std::uint64_t>(rows, 50000);
     repeats = 1;
@@ -109,9 +177,7 @@ int main(int argc, char** argv) {
   if (!client.ok()) return 1;
 
   // The destination is touched once beforehand, so page faults on first write are not timed.
-  void* mem = ::mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
-  std::span<std::byte> out(static_cast<std::byte*>(mem), bytes);
-  std::memset(out.data(), 1, out.size());
+  std::span<std::byte> out = MapBuffer(bytes, /*prefault=*/true);
 
   auto best_load = [&](embstore::client::LoadOptions o) {
     double best = 0;
@@ -166,7 +232,7 @@ int main(int argc, char** argv) {
   std::printf("memcpy from the page cache:  %6.2f GB/s\n", memcpy_bps / 1e9);
 
   if (!json_out.empty()) std::ofstream(json_out) << results.dump(2) << "\n";
-  ::munmap(mem, bytes);
+  ::munmap(out.data(), out.size());
   server->Stop(SIGTERM);
   fs::remove_all(dir);
   return 0;

@@ -187,6 +187,11 @@ def _serving(results):
         lines.append(f"| C++ embstore::client, {s['streams']} stream(s) | "
                      f"{s['bytes_per_s'] / 1e9:.2f} |")
     for s in serving["python_client"]:
+        if s.get("cpp_bytes_per_s"):
+            lines.append(f"| C++ client in the same rounds as the Python client, "
+                         f"{s['streams']} stream(s): in memory / into new memory | "
+                         f"{s['cpp_bytes_per_s'] / 1e9:.2f} / "
+                         f"{s['cpp_fresh_bytes_per_s'] / 1e9:.2f} |")
         lines.append(f"| Python embstore.load(local=False), {s['streams']} stream(s) | "
                      f"{s['bytes_per_s'] / 1e9:.2f} |")
         if s.get("reused_out_bytes_per_s"):
