@@ -18,6 +18,17 @@ case "${EMBSTORE_PACKAGE_TREE:-}" in
       --config-settings=cmake.define.EMBSTORE_WERROR=ON
       --config-settings=install.strip=true
     )
+    # scikit-build-core clears a tree's CMake cache when another environment builds in it (.venv,
+    # then .venv-tf215) and configures it afresh with Python's idea of the compiler (sysconfig's
+    # CXX: "g++", "x86_64-linux-gnu-g++"): every compile command changes and the whole tree
+    # recompiles. The compilers the tree was configured with are handed over instead.
+    if [[ -f $ROOT/build/dev/CMakeCache.txt ]]; then
+      cached_cc="$(sed -n 's/^CMAKE_C_COMPILER:[A-Z]*=//p' "$ROOT/build/dev/CMakeCache.txt")"
+      cached_cxx="$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$ROOT/build/dev/CMakeCache.txt")"
+      if [[ -n $cached_cc && -n $cached_cxx ]]; then
+        export CC="${CC:-$cached_cc}" CXX="${CXX:-$cached_cxx}"
+      fi
+    fi
     ;;
   *)
     echo "EMBSTORE_PACKAGE_TREE='${EMBSTORE_PACKAGE_TREE}': expected 'dev' or nothing" >&2
