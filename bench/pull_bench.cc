@@ -42,14 +42,16 @@ double Seconds(Clock::time_point a) {
   return std::chrono::duration<double>(Clock::now() - a).count();
 }
 
+[[noreturn]] void Fail(const embstore::Status& st) {
+  std::fprintf(stderr, "pull_bench: %s\n", st.ToString().c_str());
+  std::exit(1);
+}
+
 void MakeTable(const std::string& path, std::uint64_t rows, std::uint64_t dim) {
   embstore::store::WriterOptions o;
   o.dim = dim;
   auto w = embstore::store::TableWriter::Create(path, o);
-  if (!w.ok()) {
-    std::fprintf(stderr, "pull_bench: %s\n", w.status().ToString().c_str());
-    std::exit(1);
-  }
+  if (!w.ok()) Fail(w.status());
   std::mt19937 rng(7);
   std::normal_distribution<float> dist;
   std::vector<float> chunk(std::min<std::uint64_t>(rows, 65536) * dim);
@@ -61,11 +63,6 @@ void MakeTable(const std::string& path, std::uint64_t rows, std::uint64_t dim) {
     r += n;
   }
   if (!(*w)->Finish().ok()) std::exit(1);
-}
-
-[[noreturn]] void Fail(const embstore::Status& st) {
-  std::fprintf(stderr, "pull_bench: %s\n", st.ToString().c_str());
-  std::exit(1);
 }
 
 // Anonymous memory for a load's destination; touched first when `prefault`.
@@ -185,10 +182,7 @@ int main(int argc, char** argv) {
       auto start = Clock::now();
       auto st = (*client)->Load("seed", out, o);
       double s = Seconds(start);
-      if (!st.ok()) {
-        std::fprintf(stderr, "pull_bench: %s\n", st.status().ToString().c_str());
-        std::exit(1);
-      }
+      if (!st.ok()) Fail(st.status());
       best = std::max(best, bytes / s);
     }
     return best;

@@ -78,8 +78,9 @@ run "python package" bash scripts/install_package.sh .venv
 run "pytest" env EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv/bin/python -m pytest tests/python "$@"
 
 # The second environment: its packages (first run: a download of about 280 MB) and the package's
-# native module installed into it (built in build/dev, as the step above). Its suite: tests/python_tf215 (tf.estimator,
-# Keras 2) and the files of tests/python that exercise TensorFlow.
+# native module installed into it (built in build/dev, as the step above). Its suite:
+# tests/python_tf215 (tf.estimator, Keras 2) and the files of tests/python that exercise
+# TensorFlow.
 run "TF 2.15 environment" bash scripts/setup_tf215.sh --package
 if step_ok; then
   run "pytest (TensorFlow 2.15)" env EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv-tf215/bin/python \
