@@ -2,7 +2,7 @@
 """The benchmark report: embstore against the tools trainers use today, side by side, in one run.
 
     .venv/bin/python bench/run.py                 # full run, about 5 to 10 minutes on 2 cores
-    .venv/bin/python bench/run.py --quick         # small sizes, under a minute: a smoke test
+    .venv/bin/python bench/run.py --quick         # small sizes, about two minutes: a smoke test
 
 On the same generated data (the seed's 938,280 x 128 float32 matrix, as np.savetxt writes it with
 '%.18e', its default, and with '%.8g'; and the word2vec text form) it measures:
@@ -76,7 +76,7 @@ def parse_args():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter,
                                  epilog="\n".join(__doc__.splitlines()[2:]))
-    ap.add_argument("--quick", action="store_true", help="small sizes; under a minute")
+    ap.add_argument("--quick", action="store_true", help="small sizes; about two minutes")
     ap.add_argument("--out-dir", default=str(ROOT / "build" / "bench-report"),
                     help="results.json and plots go here (and benchmarks.md without "
                     "--report-dir); default build/bench-report")

@@ -38,10 +38,8 @@ stamp=.venv/.embstore-requirements
 want="$(cat requirements.txt requirements-nodeps.txt | sha256sum | cut -d' ' -f1)"
 if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
   log "installing Python packages from requirements.txt into .venv"
-  # --no-compile: Python compiles what it imports, on first import, instead of pip compiling
-  # every file of TensorFlow and PyTorch here.
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile -r requirements.txt
-  .venv/bin/python -m pip install -q --disable-pip-version-check --no-compile --no-deps -r requirements-nodeps.txt
+  bash scripts/install_requirements.sh .venv -r requirements.txt
+  bash scripts/install_requirements.sh .venv --no-deps -r requirements-nodeps.txt
   echo "$want" >"$stamp"
 else
   log "Python packages: up to date"

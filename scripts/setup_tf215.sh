@@ -26,7 +26,7 @@ stamp=$VENV/.embstore-requirements
 want="$(sha256sum requirements-tf215.txt | cut -d' ' -f1)"
 if [[ ! -f $stamp || "$(cat "$stamp")" != "$want" ]]; then
   log "installing Python packages from requirements-tf215.txt into $VENV"
-  $VENV/bin/python -m pip install -q --disable-pip-version-check --no-compile -r requirements-tf215.txt
+  bash scripts/install_requirements.sh "$VENV" -r requirements-tf215.txt
   echo "$want" >"$stamp"
 else
   log "Python packages: up to date"

@@ -44,6 +44,13 @@ step_ok() { [[ ${results[-1]} == passed ]]; }
 run "setup" env EMBSTORE_SETUP_SKIP_PACKAGE=1 EMBSTORE_SETUP_SKIP_TF215=1 bash scripts/setup.sh
 if ! step_ok; then summary; exit 1; fi  # nothing can build without the packages
 
+# The TF 2.15 environment's packages (first run: a download of about 280 MB, unpacked and
+# compiled to bytecode) install in the background while the C++ tree compiles; the step
+# "TF 2.15 environment" below waits for them and prints what they printed.
+tf215_log="$(mktemp)"
+EMBSTORE_SETUP_SKIP_PACKAGE=1 bash scripts/setup_tf215.sh >"$tf215_log" 2>&1 &
+tf215_pid=$!
+
 run "build (dev preset)" bash scripts/build.sh dev
 built=0
 step_ok && built=1
@@ -77,11 +84,18 @@ run "python package" bash scripts/install_package.sh .venv
 # still say something, and the failures name what is missing.
 run "pytest" env EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv/bin/python -m pytest tests/python "$@"
 
-# The second environment: its packages (first run: a download of about 280 MB) and the package's
-# native module installed into it (built in build/dev, as the step above). Its suite:
+# The second environment: its packages (installed in the background since the build) and the
+# package's native module installed into it (built in build/dev, as the step above). Its suite:
 # tests/python_tf215 (tf.estimator, Keras 2) and the files of tests/python that exercise
 # TensorFlow.
-run "TF 2.15 environment" bash scripts/setup_tf215.sh --package
+tf215_environment() {
+  local rc=0
+  wait "$tf215_pid" || rc=$?
+  cat "$tf215_log"
+  rm -f "$tf215_log"
+  ((rc == 0)) && bash scripts/setup_tf215.sh --package
+}
+run "TF 2.15 environment" tf215_environment
 if step_ok; then
   run "pytest (TensorFlow 2.15)" env EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv-tf215/bin/python \
     -m pytest tests/python_tf215 tests/python/test_python_tf.py tests/python/test_python_tf_keras2.py \

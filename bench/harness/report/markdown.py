@@ -24,7 +24,7 @@ def _header(results):
              "Reproduce (after building the bench targets, see \"How to run\" below):", "",
              "```sh",
              ".venv/bin/python bench/run.py --publish        # about 5 to 10 minutes on 2 cores",
-             ".venv/bin/python bench/run.py --quick          # under a minute; a smoke test",
+             ".venv/bin/python bench/run.py --quick          # about two minutes; a smoke test",
              "```", "",
              f"Machine: {machine.get('cpu', '?')}, {machine['cores']} cores, "
              f"{machine.get('memory_gib', '?')} GiB, Linux {machine['kernel']}, SIMD kernel "
@@ -317,7 +317,7 @@ def _how_to_run(phases):
             "      store_bench embstore_make_test_table",
             ".venv/bin/python bench/run.py --build-dir build/bench --publish",
             "```", "",
-            "`--quick` runs every phase on small sizes in under a minute (the CI smoke test, "
+            "`--quick` runs every phase on small sizes in about two minutes (the CI smoke test, "
             "`tests/python/test_bench_quick.py`, asserts no speed). `--skip PHASE` leaves out "
             f"one of {', '.join(phases)}. Data is generated into `--work-dir` (default: a "
             "temporary directory on /dev/shm when it has room), so file-system speed stays out "
