@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """The benchmark report: embstore against the tools trainers use today, side by side, in one run.
 
-    .venv/bin/python bench/run.py                 # full run, about 5 to 10 minutes on 2 cores
+    .venv/bin/python bench/run.py                 # full run, about 15 to 20 minutes on 2 cores
     .venv/bin/python bench/run.py --quick         # small sizes, about two minutes: a smoke test
 
 On the same generated data (the seed's 938,280 x 128 float32 matrix, as np.savetxt writes it with

@@ -23,7 +23,7 @@ def _header(results):
              "better than absolute times, which are **machine-dependent**.", "",
              "Reproduce (after building the bench targets, see \"How to run\" below):", "",
              "```sh",
-             ".venv/bin/python bench/run.py --publish        # about 5 to 10 minutes on 2 cores",
+             ".venv/bin/python bench/run.py --publish        # about 15 to 20 minutes on 2 cores",
              ".venv/bin/python bench/run.py --quick          # about two minutes; a smoke test",
              "```", "",
              f"Machine: {machine.get('cpu', '?')}, {machine['cores']} cores, "
