@@ -243,6 +243,68 @@ def test_hook_loads_before_the_first_checkpoint(table, tmp_path, kind):
                                   expected_matrix(ROWS, DIM))
 
 
+@pytest.mark.parametrize("kind", ["resource", "ref"])
+def test_hook_does_not_run_the_variables_own_initializer(table, kind):
+    # Every row is overwritten, so the hook's initializer only allocates the buffer: a zeros
+    # initializer that Grappler folds into a constant would double the variable in memory.
+    calls = []
+
+    def initializer(shape, dtype=None, partition_info=None):
+        def record():
+            calls.append(1)
+            return np.zeros(shape, np.float32)
+        return tf.reshape(tf.numpy_function(record, [], tf.float32), shape)
+
+    with tf.Graph().as_default():
+        v = tf.compat.v1.get_variable("item_mat", [ROWS, DIM], initializer=initializer,
+                                      use_resource=kind == "resource")
+        embstore.tf.init_hook({v: None}, table, chunk_rows=700).begin()
+        with tf.compat.v1.Session() as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            np.testing.assert_array_equal(sess.run(v), expected_matrix(ROWS, DIM))
+    assert calls == []
+
+
+_HOOK_MEMORY = """
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+import embstore.tf
+
+def peak_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1])
+
+rows, dim = int(sys.argv[2]), int(sys.argv[3])
+with tf.Graph().as_default():
+    v = tf.compat.v1.get_variable("item_mat", [rows, dim], initializer=tf.zeros_initializer())
+    embstore.tf.init_hook({v: None}, sys.argv[1]).begin()
+    init = tf.compat.v1.global_variables_initializer()
+    with tf.compat.v1.Session() as sess:
+        sess.run(tf.no_op())  # the session's own start-up memory before the mark
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        base = peak_kib()
+        sess.run(init)
+        print((peak_kib() - base) * 1024, float(sess.run(v[rows - 1, dim - 1])))
+"""
+
+
+def test_hook_initialization_holds_the_variable_once(make_table_bin, tmp_path):
+    # Default session options (Grappler folds a zeros initializer into a constant): the loading
+    # initializer's peak is the variable itself, not a folded constant, a copy or whole chunks.
+    import subprocess
+    import sys
+    rows, dim = 131072, 128  # 64 MiB
+    path = write_table(make_table_bin, tmp_path / "big.emb", rows, dim)
+    out = subprocess.run([sys.executable, "-c", _HOOK_MEMORY, str(path), str(rows), str(dim)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    extra, last = int(out[0]), float(out[1])
+    assert last == expected_matrix(rows, dim)[-1, -1]
+    assert extra < rows * dim * 4 * 1.25, f"{extra / 2**20:.0f} MiB for a 64 MiB variable"
+
+
 def test_hook_shape_mismatch_names_the_table_file(table):
     with tf.Graph().as_default():
         v = tf.compat.v1.get_variable("item_mat", [ROWS + 1, DIM],

@@ -253,7 +253,10 @@ def _trainer(results):
         return []
     lines = ["### The trainer load path: the seed table into framework memory", "",
              "Each case in a fresh process, page cache warm, best of 3; extra RSS is the peak "
-             "above the zero-initialized variable (the Keras row: above the weight itself). "
+             "above the zero-initialized variable (the Keras and init_hook rows: above the "
+             "weight itself; init_hook's time is the whole variable initialization, which loads "
+             "the table). TF1 sessions run with TensorFlow's default options (constant folding "
+             "on). "
              "Targets: TF1 from the local table <= 0.35x the workaround's time, from a server "
              "<= 0.6x, each <= 160 MiB extra; TF2 and torch <= 160 MiB.", "",
              "| case | seconds | extra peak RSS MiB |", "|---|---:|---:|"]

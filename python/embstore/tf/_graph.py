@@ -7,7 +7,8 @@ import numpy as np
 from .._core import Source, _chunks_into, load as _load
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ._common import (_check_rows_fit, _check_shape, _chunk_rows, _connect_kwargs, _np_dtype,
-                      _partitions, _read_kwargs, _rows_arg, _scatter_rows, _var_name, tf)
+                      _is_resource, _partitions, _read_kwargs, _rows_arg, _scatter_rows, _var_name,
+                      tf)
 
 
 def _graph_of(specs):
@@ -160,9 +161,33 @@ def _row_loader(variable, table, rows, source, load_kwargs):
     return load
 
 
+def _allocate(part):
+    """An op that gives ref variable `part` a buffer of its shape without writing it, or None
+    when its shape is not fully known.
+
+    The chunks overwrite every row, so running the variable's own initializer first would only
+    cost time and memory: in graph mode Grappler folds a zeros_initializer into a constant that
+    the session keeps and that shares the variable's buffer, and the first scatter then copies
+    the whole variable (two variables' worth for the life of the session). Empty is never folded
+    (TensorFlow marks it do-not-optimize) and leaves its pages untouched until the rows land.
+    """
+    if not part.shape.is_fully_defined():
+        return None
+    empty = tf.raw_ops.Empty(shape=part.shape.as_list(), dtype=part.dtype.base_dtype, init=False,
+                             name="allocate")
+    return tf.compat.v1.assign(part, empty, validate_shape=True, name="allocate").op
+
+
 def _install_loading_initializer(owner, part, first, load, chunk_rows):
-    """Makes `part`'s initializer run its own initializer, then load its rows of the table
-    chunk by chunk, each chunk fetched by a numpy_function and written by a scatter update.
+    """Makes `part`'s initializer load its rows of the table instead of running its own
+    initializer (every row is overwritten, and a folded zeros constant would double the variable
+    in memory, see _allocate).
+
+    A resource variable gets all its rows from one numpy_function: the array is read straight
+    from the source (64-byte aligned, owned by nobody else), and AssignVariableOp adopts its
+    buffer as the variable's, so the rows are copied once and nothing but the variable is
+    allocated. A ref variable's Assign copies its input, so it gets an empty buffer and then its
+    rows chunk by chunk, each fetched by a numpy_function and written by a scatter update.
 
     Whatever initializes the variables (Scaffold's default init_op, global_variables_initializer)
     now loads the table, and a session that restores a checkpoint runs none of it. This is how
@@ -181,18 +206,24 @@ def _install_loading_initializer(owner, part, first, load, chunk_rows):
     def fetch(off, n):
         return load(first + off, n, load_dtype).astype(np_dtype, copy=False)
 
+    def fetched(off, n, after=None):
+        with tf.control_dependencies([after] if after is not None else []):
+            values = tf.numpy_function(lambda: fetch(off, n), [], part.dtype.base_dtype,
+                                       stateful=True, name="load")
+        values.set_shape([n] + dims)
+        return values
+
     with part.graph.as_default(), tf.compat.v1.name_scope("embstore_init"):
-        last = own_init
-        for off in range(0, nrows, chunk):
-            n = min(chunk, nrows - off)
-            # The control dependency orders the chunks: one chunk in memory at a time.
-            with tf.control_dependencies([last]):
-                values = tf.numpy_function(lambda off=off, n=n: fetch(off, n), [],
-                                           part.dtype.base_dtype, stateful=True, name="load")
-            values.set_shape([n] + dims)
-            last = _scatter_rows(part, off, values)
-            if not isinstance(last, tf.Operation):
-                last = last.op
+        if _is_resource(part) and part.shape.is_fully_defined():
+            last = tf.raw_ops.AssignVariableOp(resource=part.handle, value=fetched(0, nrows),
+                                               name="assign")
+        else:
+            last = _allocate(part) or own_init
+            for off in range(0, nrows, chunk):
+                # The control dependency orders the chunks: one chunk in memory at a time.
+                last = _scatter_rows(part, off, fetched(off, min(chunk, nrows - off), last))
+                if not isinstance(last, tf.Operation):
+                    last = last.op
         part._initializer_op = tf.group(last, name="initializer")
     installed[part.name] = (owner, own_init)
 
@@ -231,8 +262,10 @@ def init_hook(mapping, source, *, checkpoint_dir=None, chunk_rows=None, **load_k
     """A SessionRunHook that makes the variables' initializers load the tables.
 
     For tf.compat.v1.train.MonitoredTrainingSession(hooks=[...]) and Estimator-style loops. In
-    begin(), it replaces each variable's initializer by one that runs the old one, then loads the
-    variable's rows of the table. So the table is loaded exactly when the session initializes the
+    begin(), it replaces each variable's initializer by one that loads the variable's rows of the
+    table instead (every row is overwritten, so the old initializer does not run; a resource
+    variable adopts the loaded array as its buffer, a ref variable is filled chunk_rows at a
+    time). So the table is loaded exactly when the session initializes the
     variables: a session that restores a checkpoint keeps the restored values and never contacts
     the source, and the first checkpoint (written right after the session is created) already
     holds the table.
