@@ -33,6 +33,7 @@ grep -q '^ Maintainer: ' <<<"$info" || fail "no maintainer: $info"
 # dpkg-shlibdeps found the shared libraries the binary needs.
 grep -Eq '^ Depends: .*libgrpc\+\+1\.51' <<<"$info" || fail "Depends lacks libgrpc++: $info"
 grep -Eq '^ Depends: .*libprotobuf' <<<"$info" || fail "Depends lacks libprotobuf: $info"
+grep -Eq '^ Depends: .*libcurl4' <<<"$info" || fail "Depends lacks libcurl4 (s3:// tables): $info"
 [[ $(dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles) == "/etc/embstore/embstore.json" ]] ||
   fail "conffiles does not list /etc/embstore/embstore.json"
 

@@ -1,0 +1,125 @@
+// S3Client: the S3 requests embstore needs (HEAD, ranged GET, ListObjectsV2, PUT, multipart
+// upload, DELETE), over libcurl, signed with libcurl's own AWS SigV4 (CURLOPT_AWS_SIGV4).
+//
+// Works with AWS S3 and S3-compatible stores (MinIO, Ceph RGW, SeaweedFS, GCS interop, Ozone's
+// gateway). A custom endpoint (AWS_ENDPOINT_URL) is addressed path-style
+// (ENDPOINT/BUCKET/KEY); AWS itself virtual-host style.
+//
+// Errors name the object (s3://bucket/key) and say what the store answered: 403 is
+// PermissionDenied (with the store's error code, e.g. SignatureDoesNotMatch), 404 NotFound, a
+// failed If-Match FailedPrecondition ("replaced"), 5xx and connection failures Unavailable after
+// the retries (ObjectStoreOptions::max_attempts with exponential backoff, so a store that restarts
+// during a download is waited for).
+//
+// Thread safety: an S3Client may be used from many threads at once; each request runs on its
+// calling thread. Connections are kept and reused per client.
+#ifndef EMBSTORE_OBJSTORE_S3_H_
+#define EMBSTORE_OBJSTORE_S3_H_
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "embstore/common/status.h"
+
+namespace embstore::objstore {
+
+// s3://BUCKET/KEY. The key may be empty (a bucket) or a prefix.
+struct S3Url {
+  std::string bucket;
+  std::string key;
+  std::string ToString() const { return "s3://" + bucket + (key.empty() ? "" : "/" + key); }
+};
+
+bool IsS3Url(std::string_view s);
+// InvalidArgument naming `s` when it is not s3://BUCKET[/KEY] with a valid bucket name.
+Result<S3Url> ParseS3Url(std::string_view s);
+
+struct S3Config {
+  std::string endpoint;  // scheme://host[:port], no trailing slash
+  std::string region = "us-east-1";
+  std::string access_key;
+  std::string secret_key;
+  std::string session_token;
+  bool path_style = true;      // ENDPOINT/BUCKET/KEY; false: BUCKET.HOST/KEY (AWS)
+  int max_attempts = 8;        // per request, for 5xx, 429 and connection failures
+  std::chrono::milliseconds first_backoff{100};  // doubles per attempt, at most 5 s
+  std::chrono::milliseconds connect_timeout{10000};
+  // A request that moves fewer than 1 byte/s for this long is dropped (and retried).
+  std::chrono::seconds stall_timeout{30};
+};
+
+// The configuration the AWS tools would use, from `getenv`: AWS_ACCESS_KEY_ID,
+// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN, AWS_REGION (or AWS_DEFAULT_REGION),
+// AWS_ENDPOINT_URL (or AWS_ENDPOINT_URL_S3); missing credentials and region come from the
+// profile AWS_PROFILE (default "default") of AWS_SHARED_CREDENTIALS_FILE (default
+// ~/.aws/credentials) and AWS_CONFIG_FILE (default ~/.aws/config). No credentials at all means
+// anonymous (unsigned) requests. InvalidArgument for a half-given key pair or a bad endpoint.
+using GetEnv = std::function<const char*(const char*)>;
+Result<S3Config> S3ConfigFromEnvironment(const GetEnv& getenv);
+Result<S3Config> S3ConfigFromEnvironment();  // the process's environment
+
+struct ObjectInfo {
+  std::string key;
+  std::uint64_t size = 0;
+  std::string etag;  // as the store sent it, quotes included
+};
+
+class S3Client {
+ public:
+  explicit S3Client(S3Config config);
+  ~S3Client();
+  S3Client(const S3Client&) = delete;
+  S3Client& operator=(const S3Client&) = delete;
+
+  const S3Config& config() const { return config_; }
+
+  Result<ObjectInfo> Head(const S3Url& url);
+  // Bytes [offset, offset + out.size()) of the object into `out`. With `if_match` (an ETag), a
+  // replaced object is FailedPrecondition instead of bytes of the new version.
+  Status GetRange(const S3Url& url, std::uint64_t offset, std::span<std::byte> out,
+                  const std::string& if_match = {});
+  // Every object whose key starts with `prefix` (all pages of ListObjectsV2).
+  Result<std::vector<ObjectInfo>> List(const std::string& bucket, const std::string& prefix);
+
+  Status Put(const S3Url& url, std::span<const std::byte> body);
+  Status Delete(const S3Url& url);
+  Status CreateBucket(const std::string& bucket);
+
+  // Multipart upload: the object appears under its key only when Complete succeeds, whole.
+  Result<std::string> CreateMultipartUpload(const S3Url& url);  // the upload id
+  // Part `number` (1-based); returns its ETag for Complete.
+  Result<std::string> UploadPart(const S3Url& url, const std::string& upload_id, int number,
+                                 std::span<const std::byte> body);
+  // Returns the new object's ETag.
+  Result<std::string> CompleteMultipartUpload(const S3Url& url, const std::string& upload_id,
+                                              const std::vector<std::string>& part_etags);
+  Status AbortMultipartUpload(const S3Url& url, const std::string& upload_id);
+
+  struct Request;
+  struct Response;
+
+ private:
+  Result<Response> Perform(const Request& request);
+  Result<Response> PerformOnce(const Request& request, bool* retry);
+
+  S3Config config_;
+  struct Pool;
+  std::unique_ptr<Pool> pool_;
+};
+
+// The text of the first <tag>...</tag> in `xml` after `from`, entities decoded; for the small
+// documents S3 answers with. Exposed for tests.
+std::optional<std::string> XmlText(std::string_view xml, std::string_view tag,
+                                   std::size_t* from = nullptr);
+
+}  // namespace embstore::objstore
+
+#endif  // EMBSTORE_OBJSTORE_S3_H_

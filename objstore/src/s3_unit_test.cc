@@ -1,0 +1,122 @@
+// S3Client's parts that need no server: addresses, configuration, XML, an unreachable endpoint.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <map>
+#include <string>
+
+#include "embstore/objstore/s3.h"
+#include "embstore/testkit/temp_dir.h"
+
+namespace embstore::objstore {
+namespace {
+
+using testkit::TempDir;
+
+TEST(S3UrlTest, Parses) {
+  auto u = ParseS3Url("s3://tables/emb/item.emb");
+  ASSERT_TRUE(u.ok()) << u.status().ToString();
+  EXPECT_EQ(u->bucket, "tables");
+  EXPECT_EQ(u->key, "emb/item.emb");
+  EXPECT_EQ(u->ToString(), "s3://tables/emb/item.emb");
+  auto b = ParseS3Url("s3://tables");
+  ASSERT_TRUE(b.ok());
+  EXPECT_EQ(b->key, "");
+  EXPECT_FALSE(ParseS3Url("/tmp/x.emb").ok());
+  auto bad = ParseS3Url("s3://Bad_Bucket!/k");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not a bucket name"), std::string::npos);
+}
+
+TEST(S3XmlTest, TextAndEntities) {
+  const std::string xml =
+      "<R><Key>a&amp;b &lt;c&gt; &#233;</Key><Key>second</Key><Empty></Empty></R>";
+  std::size_t pos = 0;
+  EXPECT_EQ(XmlText(xml, "Key", &pos).value(), "a&b <c> \xc3\xa9");
+  EXPECT_EQ(XmlText(xml, "Key", &pos).value(), "second");
+  EXPECT_FALSE(XmlText(xml, "Key", &pos).has_value());
+  EXPECT_EQ(XmlText(xml, "Empty").value(), "");
+  EXPECT_FALSE(XmlText(xml, "Missing").has_value());
+}
+
+S3Config ConfigOf(const std::map<std::string, std::string>& env) {
+  auto c = S3ConfigFromEnvironment([&](const char* n) -> const char* {
+    auto it = env.find(n);
+    return it == env.end() ? nullptr : it->second.c_str();
+  });
+  EXPECT_TRUE(c.ok()) << c.status().ToString();
+  return c.ok() ? *c : S3Config{};
+}
+
+TEST(S3ConfigTest, VariablesWin) {
+  auto c = ConfigOf({{"AWS_ACCESS_KEY_ID", "AK"}, {"AWS_SECRET_ACCESS_KEY", "SK"},
+                     {"AWS_SESSION_TOKEN", "T"}, {"AWS_REGION", "eu-west-1"},
+                     {"AWS_ENDPOINT_URL", "http://127.0.0.1:9000/"}});
+  EXPECT_EQ(c.access_key, "AK");
+  EXPECT_EQ(c.secret_key, "SK");
+  EXPECT_EQ(c.session_token, "T");
+  EXPECT_EQ(c.region, "eu-west-1");
+  EXPECT_EQ(c.endpoint, "http://127.0.0.1:9000");
+  EXPECT_TRUE(c.path_style);
+}
+
+TEST(S3ConfigTest, AwsDefaultsAreVirtualHosted) {
+  auto c = ConfigOf({{"AWS_DEFAULT_REGION", "us-west-2"}});
+  EXPECT_EQ(c.endpoint, "https://s3.us-west-2.amazonaws.com");
+  EXPECT_FALSE(c.path_style);
+  EXPECT_TRUE(c.access_key.empty());  // anonymous
+}
+
+TEST(S3ConfigTest, ProfilesFromFiles) {
+  TempDir dir("s3cfg");
+  {
+    std::ofstream(dir.path() + "/credentials")
+        << "[default]\naws_access_key_id = DEF\naws_secret_access_key = defsecret\n\n"
+           "[train]\naws_access_key_id=TRAIN\naws_secret_access_key=trainsecret\n"
+           "aws_session_token = tok\n";
+    std::ofstream(dir.path() + "/config")
+        << "[default]\nregion = us-east-2\n[profile train]\nregion=ap-south-1\n"
+           "endpoint_url = http://minio.local:9000\n";
+  }
+  const std::map<std::string, std::string> files = {
+      {"AWS_SHARED_CREDENTIALS_FILE", dir.path() + "/credentials"},
+      {"AWS_CONFIG_FILE", dir.path() + "/config"}};
+  auto def = ConfigOf(files);
+  EXPECT_EQ(def.access_key, "DEF");
+  EXPECT_EQ(def.secret_key, "defsecret");
+  EXPECT_EQ(def.region, "us-east-2");
+  auto env = files;
+  env["AWS_PROFILE"] = "train";
+  auto train = ConfigOf(env);
+  EXPECT_EQ(train.access_key, "TRAIN");
+  EXPECT_EQ(train.session_token, "tok");
+  EXPECT_EQ(train.region, "ap-south-1");
+  EXPECT_EQ(train.endpoint, "http://minio.local:9000");
+}
+
+TEST(S3ConfigTest, HalfGivenKeysAndBadEndpointsAreErrors) {
+  auto half = S3ConfigFromEnvironment(
+      [](const char* n) -> const char* { return std::string(n) == "AWS_ACCESS_KEY_ID" ? "AK" : nullptr; });
+  ASSERT_FALSE(half.ok());
+  EXPECT_NE(half.status().message().find("half given"), std::string::npos);
+  auto bad = S3ConfigFromEnvironment([](const char* n) -> const char* {
+    return std::string(n) == "AWS_ENDPOINT_URL" ? "127.0.0.1:9000" : nullptr;
+  });
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("http://"), std::string::npos);
+}
+
+TEST(S3UnreachableTest, RefusedConnectionIsUnavailableAfterRetries) {
+  S3Config c;
+  c.endpoint = "http://127.0.0.1:1";  // nothing listens on port 1
+  c.max_attempts = 2;
+  c.first_backoff = std::chrono::milliseconds(1);
+  S3Client s3(c);
+  auto h = s3.Head(S3Url{"bucket", "key"});
+  ASSERT_FALSE(h.ok());
+  EXPECT_EQ(h.status().code(), StatusCode::kUnavailable) << h.status().ToString();
+  EXPECT_NE(h.status().message().find("s3://bucket/key"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace embstore::objstore
