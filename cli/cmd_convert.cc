@@ -1,12 +1,14 @@
 // `embstore convert INPUT OUTPUT`: text embeddings (np.savetxt matrices, word2vec, GloVe,
 // word2vec binary; plain or gzip; "-" for stdin) into a table file. docs/CONVERT.md.
 #include <cstdio>
+#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "command.h"
+#include "object_paths.h"
 #include "embstore/convert/convert.h"
 #include "progress.h"
 
@@ -33,7 +35,10 @@ RunFn RegisterConvert(CLI::App& app) {
       "Convert a text embedding file (np.savetxt matrix, word2vec/fastText .vec, GloVe, or "
       "word2vec binary; optionally gzip; '-' reads stdin) into a table file");
   sub->add_option("INPUT", args->input, "Input file, or '-' for standard input")->required();
-  sub->add_option("OUTPUT", args->output, "Table file to write (.emb)")->required();
+  sub->add_option("OUTPUT", args->output,
+                  "Table file to write (.emb), or s3://BUCKET/KEY (written locally under "
+                  "$TMPDIR, then uploaded: the object appears whole or not at all)")
+      ->required();
   sub->add_option("--format", args->format,
                   "auto|matrix|word2vec|glove|word2vec-binary (default auto: sniffs the first "
                   "lines and says what it picked)")
@@ -100,9 +105,49 @@ RunFn RegisterConvert(CLI::App& app) {
       progress.Update(done, total);
       return true;
     };
-    auto result = convert::Convert(args->input, args->output, o);
+    // An s3:// output: refuse an existing object without --force before any work, convert into
+    // a private directory, then upload.
+    std::string scratch;
+    std::string out = args->output;
+    std::unique_ptr<objstore::S3Client> s3;
+    if (objstore::IsS3Url(args->output)) {
+      auto url = objstore::ParseS3Url(args->output);
+      if (!url.ok()) return ReportError("convert", url.status());
+      if (url->key.empty() || url->key.back() == '/') {
+        return ReportError("convert", Status::InvalidArgument("'" + args->output +
+                                                              "' names a bucket or prefix, not "
+                                                              "an object key"));
+      }
+      auto client = S3FromEnvironment();
+      if (!client.ok()) return ReportError("convert", client.status());
+      s3 = std::move(client).value();
+      auto head = s3->Head(*url);
+      if (head.ok() && !args->force) {
+        return ReportError("convert", Status::AlreadyExists("'" + args->output +
+                                                            "' exists (use --force to replace it)"));
+      }
+      if (!head.ok() && head.status().code() != StatusCode::kNotFound) {
+        return ReportError("convert", head.status());
+      }
+      auto dir = MakeScratchDir("convert");
+      if (!dir.ok()) return ReportError("convert", dir.status());
+      scratch = *dir;
+      out = scratch + "/table.emb";
+    }
+    struct RemoveScratch {
+      const std::string& dir;
+      ~RemoveScratch() {
+        std::error_code ec;
+        if (!dir.empty()) std::filesystem::remove_all(dir, ec);
+      }
+    } remove_scratch{scratch};
+    auto result = convert::Convert(args->input, out, o);
     progress.Finish();
     if (!result.ok()) return ReportError("convert", result.status());
+    if (!scratch.empty()) {
+      auto up = UploadTableFrom(out, args->output, "convert");
+      if (!up.ok()) return ReportError("convert", up.status());
+    }
     const convert::ConvertStats& s = *result;
     const double mbps = s.seconds > 0 ? static_cast<double>(s.input_bytes) / s.seconds / 1e6 : 0;
     if (!s.format_note.empty()) {

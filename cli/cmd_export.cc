@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "command.h"
+#include "object_paths.h"
 #include "embstore/client/row_source.h"
 #include "embstore/common/atomic_file.h"
 #include "embstore/store/npy.h"
@@ -90,7 +91,8 @@ RunFn RegisterExport(CLI::App& app) {
   auto args = std::make_shared<ExportArgs>();
   CLI::App* sub =
       app.add_subcommand("export", "Write a table's matrix as .npy (and its keys as text)");
-  sub->add_option("FILE", args->file, "Table file (.emb)")->required();
+  sub->add_option("FILE", args->file, "Table file (.emb), or s3://BUCKET/KEY (downloaded first)")
+      ->required();
   sub->add_option("OUT", args->out, "Output .npy file")->required();
   sub->add_option("--keys", args->keys_out, "Also write the keys, one per line, to this file");
   sub->add_option("--dtype", args->dtype,
@@ -100,8 +102,11 @@ RunFn RegisterExport(CLI::App& app) {
   sub->add_flag("--verify,!--no-verify", args->verify,
                 "Check every checksum block before writing its rows (default: on)");
   return [args]() {
-    auto opened = client::OpenFileSource(args->file);
-    if (!opened.ok()) return ReportError("export", opened.status());
+    auto local = LocalTable::Fetch(args->file, "export", /*verify=*/false);
+    if (!local.ok()) return ReportError("export", local.status());
+    auto opened = client::OpenFileSource((*local)->path());
+    if (!opened.ok()) return ReportError("export", (*local)->Named(opened.status()));
+    (*local)->Unlink();
     client::RowSource& src = **opened;
     const client::TableDesc& t = src.desc();
     // Refuse early when keys were asked for but the table has none, before writing anything.
@@ -111,7 +116,7 @@ RunFn RegisterExport(CLI::App& app) {
     }
     Status st = WriteMatrix(src, *args);
     if (st.ok() && !args->keys_out.empty()) st = WriteKeys(src, *args);
-    if (!st.ok()) return ReportError("export", st);
+    if (!st.ok()) return ReportError("export", (*local)->Named(st));
     std::printf("%s: wrote %llu x %llu to %s%s%s\n", args->file.c_str(),
                 static_cast<unsigned long long>(t.rows), static_cast<unsigned long long>(t.dim),
                 args->out.c_str(), args->keys_out.empty() ? "" : " and keys to ",

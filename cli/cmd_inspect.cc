@@ -5,6 +5,7 @@
 
 #include "command.h"
 #include "embstore/store/table.h"
+#include "object_paths.h"
 
 namespace embstore::cli {
 
@@ -17,18 +18,21 @@ RunFn RegisterInspect(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* sub =
       app.add_subcommand("inspect", "Show a table file's shape, dtype, metadata and keys");
-  sub->add_option("FILE", args->file, "Table file (.emb)")->required();
+  sub->add_option("FILE", args->file, "Table file (.emb), or s3://BUCKET/KEY")->required();
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_option("--keys", args->keys, "How many keys to show (default 5)")
       ->check(CLI::NonNegativeNumber);
   return [args]() {
-    auto table = store::Table::Open(args->file);
-    if (!table.ok()) return ReportError("inspect", table.status());
+    auto local = LocalTable::Fetch(args->file, "inspect", /*verify=*/false);
+    if (!local.ok()) return ReportError("inspect", local.status());
+    auto table = store::Table::Open((*local)->path());
+    if (!table.ok()) return ReportError("inspect", (*local)->Named(table.status()));
+    (*local)->Unlink();
     const store::Table& t = **table;
     std::uint64_t nkeys = t.has_keys() ? std::min<std::uint64_t>(args->keys, t.rows()) : 0;
     if (args->json) {
       nlohmann::ordered_json j;
-      j["file"] = t.path();
+      j["file"] = args->file;
       j["format_version"] = t.format_version();
       j["rows"] = t.rows();
       j["dim"] = t.dim();
@@ -48,7 +52,7 @@ RunFn RegisterInspect(CLI::App& app) {
       std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
       return kExitOk;
     }
-    std::printf("file:         %s\n", t.path().c_str());
+    std::printf("file:         %s\n", args->file.c_str());
     std::printf("shape:        %llu x %llu\n", static_cast<unsigned long long>(t.rows()),
                 static_cast<unsigned long long>(t.dim()));
     std::printf("dtype:        %s\n", std::string(store::DTypeName(t.dtype())).c_str());

@@ -23,6 +23,7 @@
 #include "embstore/store/format.h"
 #include "embstore/store/npy.h"
 #include "embstore/store/writer.h"
+#include "object_paths.h"
 #include "progress.h"
 
 namespace embstore::cli {
@@ -134,6 +135,41 @@ std::uint64_t WindowRows(const client::TableDesc& d, std::uint64_t out_row_bytes
   return blocks * br;
 }
 
+// The object of table NAME under s3://BUCKET/PREFIX: PREFIX/NAME.emb; without a name, the address
+// itself must name the object.
+Result<objstore::S3Url> S3TableUrl(const std::string& from, const std::string& table) {
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, objstore::ParseS3Url(from));
+  if (!table.empty()) {
+    if (!url.key.empty() && url.key.back() != '/') url.key += "/";
+    url.key += table + ".emb";
+  } else if (url.key.empty() || url.key.back() == '/') {
+    return Status::InvalidArgument("--from '" + from +
+                                   "' is a bucket or prefix: add --table NAME (the object "
+                                   "PREFIX/NAME.emb)");
+  }
+  return url;
+}
+
+// A missing object named without --table may be a prefix: say how to name a table under it.
+Status WithPrefixHint(const PullArgs& a, const Status& st) {
+  if (st.code() != StatusCode::kNotFound || !a.table.empty()) return st;
+  return Status(st.code(), st.message() + "; for table NAME under the prefix " + a.client.target +
+                               ", add --table NAME");
+}
+
+// A whole table object to a .emb file: the download itself, verified, atomic.
+int PullObject(const PullArgs& a, const objstore::S3Url& url) {
+  auto s3 = S3FromEnvironment();
+  if (!s3.ok()) return ReportError("pull", s3.status());
+  auto stats = DownloadTableTo(**s3, url, a.out, a.force, "pull");
+  if (!stats.ok()) return ReportError("pull", WithPrefixHint(a, stats.status()));
+  std::printf("pulled %s: %.1f MB in %.2f s (%.2f GB/s), every block verified, ETag %s -> %s\n",
+              url.ToString().c_str(), stats->bytes / 1e6, stats->seconds,
+              stats->seconds > 0 ? stats->bytes / stats->seconds / 1e9 : 0.0,
+              stats->etag.c_str(), a.out.c_str());
+  return kExitOk;
+}
+
 int Pull(const PullArgs& a) {
   const bool npy = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".npy") == 0;
   const bool emb = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".emb") == 0;
@@ -141,13 +177,24 @@ int Pull(const PullArgs& a) {
     return ReportError("pull",
                        Status::InvalidArgument("--out '" + a.out + "' must end in .npy or .emb"));
   }
-  if (a.manifest.empty() && (a.client.target.empty() || a.table.empty())) {
+  const bool s3 = objstore::IsS3Url(a.client.target);
+  if (a.manifest.empty() && (a.client.target.empty() || (a.table.empty() && !s3))) {
     return ReportError(
         "pull", Status::InvalidArgument("give --from TARGET and --table NAME, or --manifest FILE"));
   }
+  std::unique_ptr<LocalTable> fetched;  // an s3:// table's verified download, when not direct
+  if (s3) {
+    auto url = S3TableUrl(a.client.target, a.table);
+    if (!url.ok()) return ReportError("pull", url.status());
+    if (emb && a.rows.empty() && !a.no_keys) return PullObject(a, *url);  // straight to --out
+    auto local = LocalTable::Fetch(url->ToString(), "pull", /*verify=*/true);
+    if (!local.ok()) return ReportError("pull", WithPrefixHint(a, local.status()));
+    fetched = std::move(local).value();
+  }
   auto connect = ToConnectOptions(a.client);
-  if (!connect.ok()) return ReportError("pull", connect.status());
-  auto opened = a.manifest.empty()
+  if (!connect.ok() && !s3) return ReportError("pull", connect.status());
+  auto opened = fetched != nullptr ? client::OpenFileSource(fetched->path())
+                : a.manifest.empty()
                     ? client::OpenServerSource(*connect, a.table, !a.no_local)
                     // .npy needs only the manifest's shape: shards are contacted (and waited for,
                     // when a server is restarting) as their rows are read. .emb needs every
@@ -155,6 +202,7 @@ int Pull(const PullArgs& a) {
                     : client::OpenShardedSource(a.manifest, *connect, !a.no_local,
                                                 /*describe_shards=*/emb);
   if (!opened.ok()) return ReportError("pull", opened.status());
+  if (fetched != nullptr) fetched->Unlink();
   client::RowSource& src = **opened;
   const client::TableDesc& desc = src.desc();
   std::uint64_t begin, end;
@@ -288,6 +336,9 @@ RunFn RegisterPull(CLI::App& app) {
   AddClientFlags(sub, &args->client);
   CLI::Option* from = sub->get_option("--from");
   from->required(false);
+  from->description(
+      "Server: host:port or unix:PATH; or s3://BUCKET/PREFIX with --table NAME (the object "
+      "PREFIX/NAME.emb), or s3://BUCKET/KEY.emb");
   CLI::Option* table = sub->add_option("--table", args->table, "Table name (with --from)");
   sub->add_option("--manifest", args->manifest,
                   "Sharded table: JSON manifest of row ranges and their servers "

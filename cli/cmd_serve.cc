@@ -10,6 +10,8 @@
 #include <vector>
 
 #include "command.h"
+#include "object_paths.h"
+#include "embstore/objstore/mirror.h"
 #include "embstore/server/log.h"
 #include "embstore/server/server.h"
 
@@ -18,6 +20,8 @@ namespace {
 
 struct ServeFlags {
   std::string store;
+  std::string cache;
+  double store_poll_s = 60;
   std::vector<std::string> listen;
   std::string config_file;
   std::string metrics_listen;
@@ -86,6 +90,54 @@ Status BuildConfig(CLI::App* sub, const ServeFlags& f, server::ServerConfig* c) 
   return Status::OK();
 }
 
+void LogMirrorEvent(const objstore::MirrorEvent& e) {
+  using Kind = objstore::MirrorEvent::Kind;
+  switch (e.kind) {
+    case Kind::kFetched:
+      server::Log(server::LogLevel::kInfo, "table fetched",
+                  {{"object", e.object}, {"path", e.path}, {"etag", e.etag}, {"bytes", e.bytes},
+                   {"seconds", e.seconds}});
+      break;
+    case Kind::kRemoved:
+      server::Log(server::LogLevel::kInfo, "cached table removed",
+                  {{"object", e.object}, {"path", e.path}});
+      break;
+    case Kind::kFailed:
+      server::Log(server::LogLevel::kWarn, "fetch failed",
+                  {{"object", e.object}, {"error", e.error.ToString()}});
+      break;
+    case Kind::kUnchanged:
+      break;
+  }
+}
+
+Result<std::unique_ptr<objstore::TableMirror>> StartMirror(const std::string& store,
+                                                           const ServeFlags& flags) {
+  if (flags.cache.empty()) {
+    return Status::InvalidArgument("--store " + store +
+                                   " needs --cache DIR: the tables are fetched there and served "
+                                   "from there");
+  }
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url prefix, objstore::ParseS3Url(store));
+  EMBSTORE_ASSIGN_OR_RETURN(auto s3, S3FromEnvironment());
+  objstore::MirrorOptions o;
+  o.interval = std::chrono::milliseconds(static_cast<long long>(flags.store_poll_s * 1000));
+  o.on_event = LogMirrorEvent;
+  EMBSTORE_ASSIGN_OR_RETURN(auto mirror, objstore::TableMirror::Create(std::move(s3), prefix,
+                                                                        flags.cache, o));
+  auto r = mirror->Sync();
+  if (!r.ok()) {
+    // The bucket cannot be listed now: serve what the cache holds, keep trying.
+    server::Log(server::LogLevel::kWarn, "store listing failed; serving the cache",
+                {{"store", store}, {"cache", flags.cache}, {"error", r.status().ToString()}});
+  } else {
+    server::Log(server::LogLevel::kInfo, "store synced",
+                {{"store", store}, {"cache", flags.cache}, {"fetched", r->fetched},
+                 {"unchanged", r->unchanged}, {"failed", r->failed}, {"removed", r->removed}});
+  }
+  return mirror;
+}
+
 int RunServe(CLI::App* sub, const ServeFlags& flags) {
   server::ServerConfig config;
   Status st = BuildConfig(sub, flags, &config);
@@ -100,10 +152,21 @@ int RunServe(CLI::App* sub, const ServeFlags& flags) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
+  // --store s3://BUCKET/PREFIX: the tables are mirrored into --cache, which is what the server
+  // watches; the first sync runs before the server starts, later ones on their own thread.
+  std::unique_ptr<objstore::TableMirror> mirror;
+  if (objstore::IsS3Url(config.store_dir)) {
+    auto m = StartMirror(config.store_dir, flags);
+    if (!m.ok()) return ReportError("serve", m.status());
+    mirror = std::move(m).value();
+    config.store_dir = flags.cache;
+  }
   auto srv = server::Server::Start(config);
   if (!srv.ok()) return ReportError("serve", srv.status());
+  if (mirror) mirror->Start();
   int sig = 0;
   sigwait(&signals, &sig);
+  if (mirror) mirror->Stop();
   server::Log(server::LogLevel::kInfo, "shutdown requested",
               {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"},
                {"grace_ms", config.shutdown_grace.count()}});
@@ -124,7 +187,16 @@ RunFn RegisterServe(CLI::App& app) {
       "replaced and removed files are picked up while running. Stops gracefully on SIGTERM or "
       "SIGINT.");
   auto f = std::make_shared<ServeFlags>();
-  sub->add_option("--store", f->store, "Directory whose *.emb files are served (read only)");
+  sub->add_option("--store", f->store,
+                  "Directory whose *.emb files are served (read only), or s3://BUCKET/PREFIX "
+                  "(its *.emb objects, mirrored into --cache)");
+  sub->add_option("--cache", f->cache,
+                  "With --store s3://...: directory the tables are fetched into (verified, "
+                  "atomically) and served from; kept across restarts");
+  sub->add_option("--store-poll-s", f->store_poll_s,
+                  "With --store s3://...: seconds between listings of the bucket for new, "
+                  "replaced and removed tables (default 60)")
+      ->check(CLI::PositiveNumber);
   sub->add_option("--listen", f->listen,
                   "Address to serve on: HOST:PORT (port 0 picks a free one) or unix:PATH; "
                   "repeat for several")

@@ -2,6 +2,7 @@
 #include <cstdio>
 
 #include "command.h"
+#include "object_paths.h"
 #include "embstore/store/table.h"
 #include "progress.h"
 
@@ -15,12 +16,17 @@ RunFn RegisterVerify(CLI::App& app) {
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "verify", "Check every checksum block of a table file; exit 1 naming each bad block");
-  sub->add_option("FILE", args->file, "Table file (.emb)")->required();
+  sub->add_option("FILE", args->file, "Table file (.emb), or s3://BUCKET/KEY (downloaded first)")
+      ->required();
   sub->add_option("--max-report", args->max_report, "Bad blocks to list at most (default 20)")
       ->check(CLI::PositiveNumber);
   return [args]() {
-    auto opened = store::Table::Open(args->file);
-    if (!opened.ok()) return ReportError("verify", opened.status());
+    // An object is downloaded as it is (not checked on the way), so this reports its bad blocks.
+    auto local = LocalTable::Fetch(args->file, "verify", /*verify=*/false);
+    if (!local.ok()) return ReportError("verify", local.status());
+    auto opened = store::Table::Open((*local)->path());
+    if (!opened.ok()) return ReportError("verify", (*local)->Named(opened.status()));
+    (*local)->Unlink();
     const store::Table& t = **opened;
     Progress progress("verify " + args->file);
     const std::uint64_t total = t.rows() * t.row_bytes();
@@ -33,7 +39,7 @@ RunFn RegisterVerify(CLI::App& app) {
       if (!st.ok()) {
         progress.Finish();
         if (bad < static_cast<std::uint64_t>(args->max_report)) {
-          std::fprintf(stderr, "embstore verify: %s\n", st.message().c_str());
+          std::fprintf(stderr, "embstore verify: %s\n", (*local)->Named(st.message()).c_str());
         }
         ++bad;
       }
@@ -47,7 +53,7 @@ RunFn RegisterVerify(CLI::App& app) {
         keys_note = "; keys unchecked (format version " + std::to_string(t.format_version()) +
                     " has no key checksums)";
       } else if (Status st = t.VerifyKeys(); !st.ok()) {
-        std::fprintf(stderr, "embstore verify: %s\n", st.message().c_str());
+        std::fprintf(stderr, "embstore verify: %s\n", (*local)->Named(st.message()).c_str());
         keys_bad = true;
       } else {
         keys_note = " and the keys";

@@ -73,7 +73,8 @@ class Source:
     """
 
     def __init__(self, kind, location, connect=None):
-        self.kind = kind          # "file", "dir", "server" or "sharded" (a shard manifest)
+        self.kind = kind          # "file", "dir", "server", "sharded" (a shard manifest) or
+        #                           "object" (s3://BUCKET/KEY)
         self.location = location
         self._connect = connect   # _native.ConnectOptions, for servers
         self._sources = {}        # (table or path, local) -> _native.Source
@@ -90,6 +91,11 @@ class Source:
                 f"source must be a table file, a store directory or a server target, "
                 f"not {type(source).__name__}")
         s = os.fspath(source)
+        if s.startswith("s3://"):
+            # A table object: the header, checksums and keys now; rows' blocks as they are read.
+            src = cls("object", s)
+            src.table(None)
+            return src
         connect = _native.ConnectOptions(
             token=token or "", tls=bool(tls), tls_ca=tls_ca or "", tls_cert=tls_cert or "",
             tls_key=tls_key or "", tls_server_name=tls_server_name or "",
@@ -135,6 +141,8 @@ class Source:
         it is this host's."""
         if self.kind in ("file", "dir"):
             key = (self._path(table), True)
+        elif self.kind == "object":
+            key = (None, True)
         elif self.kind == "server":
             if table is None:
                 raise InvalidArgumentError(f"server {self.location!r} needs a table name")
@@ -146,13 +154,17 @@ class Source:
         if src is None:
             if self.kind in ("file", "dir"):
                 src = _native.Source.file(key[0])
+            elif self.kind == "object":
+                src = _native.Source.object(self.location)
             elif self.kind == "server":
                 src = _native.Source.server(self._connect, self.location, table, bool(local))
             else:
                 src = _native.Source.sharded(self._connect, self.location, bool(local))
             self._sources[key] = src
-        if self.kind == "sharded" and table is not None and table != src.desc()["name"]:
-            raise InvalidArgumentError(f"manifest {self.location!r} describes table "
+        if self.kind in ("sharded", "object") and table is not None and \
+                table != src.desc()["name"]:
+            what = "manifest" if self.kind == "sharded" else "object"
+            raise InvalidArgumentError(f"{what} {self.location!r} holds table "
                                        f"{src.desc()['name']!r}, not {table!r}")
         return src
 
@@ -162,7 +174,7 @@ class Source:
         return self.table(table, local).desc()
 
     def list_tables(self):
-        if self.kind == "sharded":
+        if self.kind in ("sharded", "object"):
             return [self.describe()["name"]]
         if self.kind == "server":
             return [d["name"] for d in self._client.list_tables()]
@@ -181,10 +193,11 @@ class Source:
         return self.table(table, local).read_into(begin, end, out, options, progress)
 
     def _view_table(self, table=None):
-        if self.kind in ("server", "sharded"):
+        if self.kind in ("server", "sharded", "object"):
+            what = {"server": "server", "sharded": "shard manifest", "object": "S3 object"}
             raise InvalidArgumentError(
                 f"copy=False needs a local table file; {self.location!r} is a "
-                f"{'server' if self.kind == 'server' else 'shard manifest'}")
+                f"{what[self.kind]}")
         path = self._path(table)
         t = self._views.get(path)
         if t is None:
@@ -330,7 +343,9 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     """Loads a table (or part of it) into a numpy array.
 
     source: a table file path, a store directory (with `table`), a server target ("host:port" or
-        "unix:PATH", with `table`), a shard manifest (a ".json" file, docs/DEPLOY.md), or a
+        "unix:PATH", with `table`), a shard manifest (a ".json" file, docs/DEPLOY.md), a table
+        object "s3://BUCKET/KEY" (only the blocks of the rows asked for are fetched; AWS_*
+        variables and profiles configure it, docs/DEPLOY.md), or a
         Source.
     rows: (begin, end) or a slice of rows; default all.
     keys: load these keys' rows, in this order, instead of a row range (the trainer's vocabulary

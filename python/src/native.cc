@@ -228,6 +228,9 @@ class PySource {
     o.target = target;
     return PySource(WithoutGil([&] { return client::OpenServerSource(o, table, allow_local); }));
   }
+  static PySource Object(const std::string& url) {
+    return PySource(WithoutGil([&] { return client::OpenObjectSource(url); }));
+  }
   static PySource Sharded(const PyConnectOptions& c, const std::string& manifest,
                           bool allow_local) {
     return PySource(
@@ -384,6 +387,7 @@ NB_MODULE(_native, m) {
                   "allow_local"_a = true)
       .def_static("sharded", &PySource::Sharded, "connect"_a, "manifest"_a,
                   "allow_local"_a = true)
+      .def_static("object", &PySource::Object, "url"_a)
       .def_prop_ro("kind", &PySource::kind)
       .def_prop_ro("location", &PySource::location)
       .def("desc", &PySource::desc)

@@ -72,7 +72,7 @@ def _table_label(src, desc):
     if src.kind == "file":
         return f"table file {src.location!r}"
     where = {"dir": "in store directory", "server": "on server",
-             "sharded": "of shard manifest"}.get(src.kind, "in")
+             "sharded": "of shard manifest", "object": "in object"}.get(src.kind, "in")
     return f"table {desc['name']!r} {where} {src.location!r}"
 
 

@@ -48,7 +48,7 @@ class RowSource {
  public:
   virtual ~RowSource() = default;
 
-  // "file", "server" or "sharded".
+  // "file", "server", "sharded" or "object".
   virtual std::string_view kind() const = 0;
   // Where it reads from, for messages: the file's path, the target, or the manifest's path.
   virtual const std::string& location() const = 0;
@@ -80,6 +80,13 @@ class RowSource {
 
 // A local table file. Validates it (store::Table::Open) and keeps it open.
 Result<std::unique_ptr<RowSource>> OpenFileSource(const std::string& path);
+
+// A table object in S3 or an S3-compatible store, "s3://BUCKET/KEY" (configuration from the AWS_*
+// variables and profiles: objstore::S3ConfigFromEnvironment). Opening fetches the header,
+// checksums and keys; reads fetch only the checksum blocks their rows touch (parallel ranged GETs
+// of the version opened, pinned by its ETag: a replaced object is FailedPrecondition), each
+// verified before its rows are copied. kind() is "object".
+Result<std::unique_ptr<RowSource>> OpenObjectSource(const std::string& url);
 
 // Table `table` on the server `connect.target`, described now. With `allow_local`, when the
 // server's file is this host's file (same device, inode, size, mtime and content id), reads go

@@ -1,0 +1,287 @@
+// RowSource over a table object in S3 (row_source.h, OpenObjectSource).
+//
+// The object is mirrored piecemeal into a sparse file that only this source can see (created in a
+// private directory under $TMPDIR and unlinked at once: nothing is left behind, whatever happens
+// to the process). Opening fetches the header and everything after the matrix (checksums, keys),
+// so the file is a valid table whose unfetched rows read as zeros; a read first fetches the
+// checksum blocks it touches that are not there yet (ranged GETs of the version opened, pinned by
+// its ETag, several in parallel), then reads them as a file source does: every block verified
+// against its checksum before its rows are copied. So a load of some rows or keys transfers their
+// blocks and the table's metadata, never the whole object.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+#include <vector>
+
+#include "embstore/client/row_source.h"
+#include "embstore/objstore/s3.h"
+#include "embstore/store/format.h"
+#include "file_reader.h"
+#include "sources.h"
+
+namespace embstore::client {
+namespace {
+
+constexpr std::uint64_t kFetchPart = 8ull << 20;  // bytes per ranged GET
+constexpr int kFetchParallel = 8;
+
+Status PwriteAll(int fd, std::span<const std::byte> b, std::uint64_t off, const std::string& what) {
+  while (!b.empty()) {
+    const ssize_t n = ::pwrite(fd, b.data(), b.size(), static_cast<off_t>(off));
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Status::FromErrno("write the local copy of " + what, errno);
+    b = b.subspan(static_cast<std::size_t>(n));
+    off += static_cast<std::uint64_t>(n);
+  }
+  return Status::OK();
+}
+
+class ObjectSource final : public RowSource {
+ public:
+  ObjectSource(std::unique_ptr<objstore::S3Client> s3, objstore::S3Url url, std::string etag,
+               int fd, std::uint64_t data_offset, std::unique_ptr<internal::FileReader> reader,
+               std::string copy_path)
+      : s3_(std::move(s3)),
+        url_(std::move(url)),
+        location_(url_.ToString()),
+        etag_(std::move(etag)),
+        fd_(fd),
+        data_offset_(data_offset),
+        reader_(std::move(reader)),
+        copy_path_(std::move(copy_path)) {
+    std::string base = url_.key.substr(url_.key.find_last_of('/') + 1);
+    if (base.size() > 4 && base.compare(base.size() - 4, 4, ".emb") == 0) base.resize(base.size() - 4);
+    desc_ = internal::DescribeFile(reader_->table(), base);
+    present_.assign(reader_->table().num_blocks(), false);
+  }
+  ~ObjectSource() override { ::close(fd_); }
+
+  std::string_view kind() const override { return "object"; }
+  const std::string& location() const override { return location_; }
+
+  Result<LoadStats> CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
+                             const ReadOptions& options) override {
+    EMBSTORE_ASSIGN_OR_RETURN(std::uint64_t need, OutputBytes(begin, end, options.to_f32));
+    if (out.size() != need) {
+      return Status::InvalidArgument("buffer for table '" + desc_.name + "' holds " +
+                                     std::to_string(out.size()) + " bytes, rows [" +
+                                     std::to_string(begin) + ", " + std::to_string(end) +
+                                     ") need " + std::to_string(need));
+    }
+    if (begin < end) {
+      const std::uint64_t br = reader_->table().block_rows();
+      EMBSTORE_RETURN_NOT_OK(Fetch(begin / br, (end - 1) / br + 1));
+    }
+    return Named(reader_->CopyRows(begin, end, out, options, desc_.name));
+  }
+
+  Result<KeyCopyResult> CopyKeys(std::span<const std::string> keys, std::span<std::byte> out,
+                                 const ReadOptions& options) override {
+    const store::Table& t = reader_->table();
+    if (t.has_keys()) {
+      if (options.verify) EMBSTORE_RETURN_NOT_OK(t.VerifyKeys());
+      // The blocks of the rows asked for, fetched in runs.
+      std::vector<std::uint64_t> blocks;
+      for (const auto& k : keys) {
+        if (auto row = t.FindKey(k)) blocks.push_back(*row / t.block_rows());
+      }
+      std::sort(blocks.begin(), blocks.end());
+      blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());
+      for (std::size_t i = 0; i < blocks.size();) {
+        std::size_t j = i + 1;
+        while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1) ++j;
+        EMBSTORE_RETURN_NOT_OK(Fetch(blocks[i], blocks[j - 1] + 1));
+        i = j;
+      }
+    }
+    return Named(internal::CopyKeysFromTable(t, desc_.name, keys, out, options));
+  }
+
+  Result<std::vector<std::string>> Keys(std::uint64_t begin, std::uint64_t end) override {
+    return Named(internal::KeysFromTable(reader_->table(), desc_.name, begin, end));
+  }
+
+ private:
+  // Errors of the local copy name the object instead.
+  Status Named(const Status& st) const {
+    if (st.ok()) return st;
+    std::string msg = st.message();
+    for (std::size_t at; (at = msg.find(copy_path_)) != std::string::npos;) {
+      msg.replace(at, copy_path_.size(), location_);
+    }
+    return Status(st.code(), msg);
+  }
+  template <typename T>
+  Result<T> Named(Result<T> r) const {
+    if (r.ok()) return r;
+    return Named(r.status());
+  }
+
+  // Makes blocks [b0, b1) present in the local copy: the missing ones are fetched, in ranged GETs
+  // of up to kFetchPart bytes, kFetchParallel at a time. One fetch at a time per source.
+  Status Fetch(std::uint64_t b0, std::uint64_t b1) {
+    std::lock_guard<std::mutex> l(mu_);
+    const store::Table& t = reader_->table();
+    const std::uint64_t br = t.block_rows();
+    const std::uint64_t rb = t.row_bytes();
+    struct Piece {
+      std::uint64_t off, len;
+    };
+    std::vector<Piece> pieces;
+    for (std::uint64_t b = b0; b < b1;) {
+      if (present_[b]) {
+        ++b;
+        continue;
+      }
+      std::uint64_t e = b;
+      while (e < b1 && !present_[e]) ++e;
+      // Blocks [b, e) are missing: their bytes, cut into parts.
+      const std::uint64_t first = data_offset_ + b * br * rb;
+      const std::uint64_t last = data_offset_ + std::min(e * br, t.rows()) * rb;
+      for (std::uint64_t off = first; off < last; off += kFetchPart) {
+        pieces.push_back({off, std::min(kFetchPart, last - off)});
+      }
+      b = e;
+    }
+    if (pieces.empty()) return Status::OK();
+    std::atomic<std::size_t> next{0};
+    std::mutex err_mu;
+    Status first_error;
+    auto work = [&] {
+      std::vector<std::byte> buf;
+      for (std::size_t i; (i = next.fetch_add(1)) < pieces.size();) {
+        {
+          std::lock_guard<std::mutex> el(err_mu);
+          if (!first_error.ok()) return;
+        }
+        buf.resize(pieces[i].len);
+        Status st = s3_->GetRange(url_, pieces[i].off, buf, etag_);
+        if (st.ok()) st = PwriteAll(fd_, buf, pieces[i].off, location_);
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> el(err_mu);
+          if (first_error.ok()) first_error = st;
+        }
+      }
+    };
+    const int n = static_cast<int>(std::min<std::size_t>(kFetchParallel, pieces.size()));
+    std::vector<std::thread> threads;
+    for (int i = 1; i < n; ++i) threads.emplace_back(work);
+    work();
+    for (auto& th : threads) th.join();
+    if (!first_error.ok()) {
+      if (first_error.code() == StatusCode::kFailedPrecondition) {
+        return Status::FailedPrecondition(location_ + " was replaced since it was opened (ETag " +
+                                          etag_ + "); open it again to read the new version");
+      }
+      return first_error;
+    }
+    for (std::uint64_t b = b0; b < b1; ++b) present_[b] = true;
+    return Status::OK();
+  }
+
+  std::unique_ptr<objstore::S3Client> s3_;
+  objstore::S3Url url_;
+  std::string location_;
+  std::string etag_;
+  int fd_;
+  std::uint64_t data_offset_;
+  std::unique_ptr<internal::FileReader> reader_;
+  std::string copy_path_;  // the unlinked local copy's name, as the reader's messages give it
+  std::mutex mu_;
+  std::vector<bool> present_;  // per checksum block, guarded by mu_
+};
+
+std::uint64_t LoadLe64(const std::byte* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RowSource>> OpenObjectSource(const std::string& address) {
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, objstore::ParseS3Url(address));
+  if (url.key.empty() || url.key.back() == '/') {
+    return Status::InvalidArgument("'" + address + "' names a bucket or prefix, not a table object");
+  }
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Config config, objstore::S3ConfigFromEnvironment());
+  auto s3 = std::make_unique<objstore::S3Client>(std::move(config));
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectInfo info, s3->Head(url));
+  const std::string what = url.ToString();
+  auto bad = [&](const std::string& why) {
+    return Status::Corruption(what + " is not an embstore table: " + why);
+  };
+  if (info.size < 8) return bad("it holds " + std::to_string(info.size) + " bytes");
+  std::byte len_bytes[8];
+  EMBSTORE_RETURN_NOT_OK(s3->GetRange(url, 0, len_bytes, info.etag));
+  const std::uint64_t header_len = LoadLe64(len_bytes);
+  if (header_len > store::kMaxHeaderBytes || header_len > info.size - 8) {
+    return bad("its header length field says " + std::to_string(header_len) + " bytes");
+  }
+  std::vector<std::byte> head(8 + header_len);
+  EMBSTORE_RETURN_NOT_OK(s3->GetRange(url, 0, head, info.etag));
+  // Where the matrix ends: everything after it (checksums, keys) is fetched now.
+  std::uint64_t matrix_end = 0;
+  try {
+    auto j = nlohmann::json::parse(reinterpret_cast<const char*>(head.data()) + 8,
+                                   reinterpret_cast<const char*>(head.data()) + head.size());
+    matrix_end = j.at("embedding").at("data_offsets").at(1).get<std::uint64_t>();
+  } catch (const std::exception& e) {
+    return bad(std::string("its header does not name the embedding's extent (") + e.what() + ")");
+  }
+  const std::uint64_t data_offset = 8 + header_len;
+  if (matrix_end > info.size - data_offset) {
+    return bad("its matrix runs past the object's " + std::to_string(info.size) + " bytes");
+  }
+  const std::uint64_t tail_at = data_offset + matrix_end;
+  std::vector<std::byte> tail(info.size - tail_at);
+  EMBSTORE_RETURN_NOT_OK(s3->GetRange(url, tail_at, tail, info.etag));
+
+  // The private sparse copy.
+  const char* tmp = std::getenv("TMPDIR");
+  std::string tmpl = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/embstore-s3-XXXXXX";
+  std::vector<char> dir(tmpl.begin(), tmpl.end());
+  dir.push_back('\0');
+  if (::mkdtemp(dir.data()) == nullptr) {
+    return Status::FromErrno("create a temporary directory like '" + tmpl + "'", errno);
+  }
+  const std::string path = std::string(dir.data()) + "/table.emb";
+  const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    const int err = errno;
+    ::rmdir(dir.data());
+    return Status::FromErrno("create '" + path + "'", err);
+  }
+  auto cleanup = [&] {
+    ::unlink(path.c_str());
+    ::rmdir(dir.data());
+  };
+  Status st;
+  if (::ftruncate(fd, static_cast<off_t>(info.size)) != 0) {
+    st = Status::FromErrno("size the local copy of " + what, errno);
+  }
+  if (st.ok()) st = PwriteAll(fd, head, 0, what);
+  if (st.ok()) st = PwriteAll(fd, tail, tail_at, what);
+  Result<std::unique_ptr<internal::FileReader>> reader =
+      st.ok() ? internal::FileReader::Open(path) : Result<std::unique_ptr<internal::FileReader>>(st);
+  cleanup();  // the open descriptors and the mapping keep the file alive, nothing else does
+  if (!reader.ok()) {
+    ::close(fd);
+    Status e = reader.status();
+    std::string msg = e.message();
+    for (std::size_t at; (at = msg.find(path)) != std::string::npos;) msg.replace(at, path.size(), what);
+    return Status(e.code(), msg);
+  }
+  return std::unique_ptr<RowSource>(new ObjectSource(std::move(s3), std::move(url), info.etag,
+                                                     fd, data_offset, std::move(reader).value(),
+                                                     path));
+}
+
+}  // namespace embstore::client
