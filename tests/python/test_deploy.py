@@ -131,6 +131,25 @@ def test_sidecar_pod_serves_a_shared_read_only_volume_with_grpc_probes():
     assert token_file.startswith(tokens["mountPath"] + "/") and tokens["readOnly"] is True
 
 
+def test_s3_sidecar_mirrors_a_bucket_into_a_cache_the_trainer_reads():
+    (pod,) = load_docs("trainer-sidecar-s3.yaml")
+    spec = pod_spec(pod)
+    (server,) = embstore_containers(spec)
+    assert server in spec["initContainers"] and server["restartPolicy"] == "Always"
+    check_grpc_probes(server)
+    check_hardened(spec)
+    args = server_args(server)
+    assert args[args.index("--store") + 1].startswith("s3://")
+    cache = args[args.index("--cache") + 1]
+    mounts = dict(volume_mounts(spec, "tables"))
+    # The server writes the cache; the trainer reads it at the same path (local fast path).
+    assert mounts["embstore"]["mountPath"] == mounts["trainer"]["mountPath"] == cache
+    assert not mounts["embstore"].get("readOnly") and mounts["trainer"]["readOnly"] is True
+    env = {e["name"]: e for e in server["env"]}
+    for name in ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"):
+        assert "secretKeyRef" in env[name]["valueFrom"], f"{name} must come from a Secret"
+
+
 def test_daemonset_serves_a_unix_socket_through_a_host_path():
     ds, trainer = load_docs("node-daemonset.yaml")
     assert ds["kind"] == "DaemonSet" and trainer["kind"] == "Pod"

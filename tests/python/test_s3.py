@@ -1,0 +1,276 @@
+"""s3:// tables end to end against a real S3 server (SeaweedFS via scripts/s3-server.sh, with
+signature checking on): convert to a bucket, inspect/verify/export/pull from it, and `serve
+--store s3://... --cache DIR` picking up replaced objects without serving a partial or mixed
+table. The server binary comes from `scripts/s3-server.sh --build` (test.sh builds it); without
+it these tests skip, unless EMBSTORE_REQUIRE_S3=1 (test.sh, CI) makes that a failure."""
+import json
+import os
+import random
+import socket
+import subprocess
+import time
+import urllib.request
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, expected_matrix, wait_for_table, write_table
+
+SCRIPT = ROOT / "scripts" / "s3-server.sh"
+KEY, SECRET = "embstore-test-key", "embstore-test-secret"
+
+
+def _ports_free(port):
+    for p in [port + i for i in range(4)] + [port + 10000 + i for i in range(4)]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                return False
+    return True
+
+
+def _answers(port):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+class S3:
+    def __init__(self, port, proc):
+        self.port, self.proc = port, proc
+        self.endpoint = f"http://127.0.0.1:{port}"
+
+    def env(self, **extra):
+        env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
+                   AWS_ENDPOINT_URL=self.endpoint, AWS_REGION="us-east-1",
+                   AWS_SHARED_CREDENTIALS_FILE="/nonexistent", AWS_CONFIG_FILE="/nonexistent")
+        env.update(extra)
+        return env
+
+
+@pytest.fixture(scope="module")
+def s3(tmp_path_factory):
+    where = subprocess.run(["bash", str(SCRIPT), "--where"], capture_output=True, text=True)
+    if where.returncode != 0:
+        why = f"S3 test server not built: {where.stderr.strip()} (bash scripts/s3-server.sh --build)"
+        if os.environ.get("EMBSTORE_REQUIRE_S3") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    data = tmp_path_factory.mktemp("s3data")
+    env = dict(os.environ, S3_ACCESS_KEY=KEY, S3_SECRET_KEY=SECRET)
+    for _ in range(5):
+        port = random.randint(20000, 45000)
+        if not _ports_free(port):
+            continue
+        proc = subprocess.Popen(["bash", str(SCRIPT), str(data), str(port)], env=env,
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline and proc.poll() is None and not _answers(port):
+            time.sleep(0.1)
+        if proc.poll() is None and _answers(port):
+            server = S3(port, proc)
+            # One bucket for the module, made through the CLI's own client (convert's upload
+            # needs it to exist, as on AWS).
+            _make_bucket(server, "tables")
+            yield server
+            proc.kill()
+            proc.wait()
+            return
+        proc.kill()
+        proc.wait()
+    pytest.fail("could not start the S3 test server")
+
+
+def _make_bucket(server, bucket):
+    # A signed PUT of the bucket with curl (libcurl's SigV4, as embstore uses it).
+    subprocess.run(["curl", "-sf", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                    "--user", f"{KEY}:{SECRET}", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                    f"{server.endpoint}/{bucket}"], check=True)
+
+
+def cli(embstore_bin, args, server, check=True, **env):
+    p = subprocess.run([str(embstore_bin)] + [str(a) for a in args], capture_output=True,
+                       text=True, env=server.env(**env))
+    if check and p.returncode != 0:
+        raise AssertionError(f"embstore {args} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+@pytest.fixture
+def table(make_table_bin, tmp_path):
+    return write_table(make_table_bin, tmp_path / "items.emb", 20000, 64, keys=True,
+                       block_rows=500)
+
+
+def _text(tmp_path, rows, dim, seed):
+    m = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+    path = tmp_path / f"m{seed}.txt"
+    np.savetxt(path, m, fmt="%.8g")
+    return path, np.loadtxt(path, dtype=np.float32)
+
+
+def test_convert_to_a_bucket_then_every_reader(embstore_bin, s3, tmp_path):
+    text, want = _text(tmp_path, 3000, 32, 1)
+    url = "s3://tables/round/m1.emb"
+    out = cli(embstore_bin, ["convert", text, url], s3)
+    assert url in out.stdout
+    # Existing object: refused without --force, replaced with it.
+    again = cli(embstore_bin, ["convert", text, url], s3, check=False)
+    assert again.returncode == 1 and "exists (use --force" in again.stderr
+    cli(embstore_bin, ["convert", text, url, "--force"], s3)
+
+    info = json.loads(cli(embstore_bin, ["inspect", url, "--json"], s3).stdout)
+    assert (info["rows"], info["dim"], info["file"]) == (3000, 32, url)
+    assert cli(embstore_bin, ["verify", url], s3).stdout.startswith(f"{url}: ok, 3000 rows x 32")
+    cli(embstore_bin, ["export", url, tmp_path / "m1.npy"], s3)
+    np.testing.assert_array_equal(np.load(tmp_path / "m1.npy"), want)
+
+    # pull: the whole object straight to .emb (verified), and rows of it to .npy.
+    pulled = cli(embstore_bin, ["pull", "--from", "s3://tables/round", "--table", "m1",
+                                "--out", tmp_path / "p.emb"], s3)
+    assert "every block verified" in pulled.stdout
+    cli(embstore_bin, ["export", tmp_path / "p.emb", tmp_path / "p.npy"], s3)
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), want)
+    cli(embstore_bin, ["pull", "--from", url, "--rows", "100:250", "--out", tmp_path / "r.npy"], s3)
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), want[100:250])
+    # Nothing of the downloads is left in the temporary directory.
+    assert not [p for p in os.listdir(os.environ.get("TMPDIR", "/tmp"))
+                if p.startswith("embstore-pull-") or p.startswith("embstore-export-")]
+
+
+def test_bit_identical_round_trip(embstore_bin, s3, table, tmp_path):
+    # A table file pulled back is the uploaded file byte for byte (convert uploads what it wrote;
+    # here a file made elsewhere goes up through the same upload path by converting its export).
+    cli(embstore_bin, ["export", table, tmp_path / "items.npy", "--keys", tmp_path / "keys.txt"],
+        s3)
+    m = np.load(tmp_path / "items.npy")
+    np.testing.assert_array_equal(m, expected_matrix(20000, 64))
+    text = tmp_path / "items.vec"
+    with open(text, "w") as f:
+        f.write(f"{m.shape[0]} {m.shape[1]}\n")
+        for key, row in zip(open(tmp_path / "keys.txt").read().split("\n"), m):
+            f.write(key + " " + " ".join(f"{v:.9g}" for v in row) + "\n")
+    local = tmp_path / "local.emb"
+    cli(embstore_bin, ["convert", text, local], s3)
+    cli(embstore_bin, ["convert", text, "s3://tables/bits/items.emb"], s3)
+    cli(embstore_bin, ["pull", "--from", "s3://tables/bits/items.emb", "--out",
+                       tmp_path / "back.emb"], s3)
+    a, b = (tmp_path / "back.emb").read_bytes(), local.read_bytes()
+    assert len(a) == len(b)
+    # Only the creation time in the header differs between two conversions.
+    cli(embstore_bin, ["export", tmp_path / "back.emb", tmp_path / "back.npy"], s3)
+    np.testing.assert_array_equal(np.load(tmp_path / "back.npy"), m)
+
+
+def test_errors_name_the_object(embstore_bin, s3, tmp_path):
+    missing = cli(embstore_bin, ["inspect", "s3://tables/no/such.emb"], s3, check=False)
+    assert missing.returncode == 1
+    assert "s3://tables/no/such.emb" in missing.stderr and "no such object" in missing.stderr
+    text, _ = _text(tmp_path, 10, 4, 2)
+    cli(embstore_bin, ["convert", text, "s3://tables/creds.emb"], s3)
+    wrong = cli(embstore_bin, ["inspect", "s3://tables/creds.emb"], s3, check=False,
+                AWS_SECRET_ACCESS_KEY="wrong")
+    assert wrong.returncode == 1
+    assert "access denied" in wrong.stderr and "SignatureDoesNotMatch" in wrong.stderr
+    anon = dict(AWS_ACCESS_KEY_ID="", AWS_SECRET_ACCESS_KEY="")
+    denied = cli(embstore_bin, ["convert", text, "s3://tables/anon.emb"], s3, check=False, **anon)
+    assert denied.returncode == 1 and "access denied" in denied.stderr
+    prefix = cli(embstore_bin, ["pull", "--from", "s3://tables/round", "--out",
+                                tmp_path / "x.emb"], s3, check=False)
+    assert prefix.returncode == 1
+    assert "no such object" in prefix.stderr and "add --table NAME" in prefix.stderr
+
+
+def test_serve_from_a_bucket_picks_up_replaced_objects(embstore_bin, s3, tmp_path):
+    import embstore
+    a, want_a = _text(tmp_path, 4000, 16, 3)
+    b, want_b = _text(tmp_path, 4000, 16, 4)
+    cli(embstore_bin, ["convert", a, "s3://tables/serving/items.emb"], s3)
+    cache = tmp_path / "cache"
+    port = random.randint(45001, 55000)
+    target = f"127.0.0.1:{port}"
+    serve = subprocess.Popen([str(embstore_bin), "serve", "--store", "s3://tables/serving",
+                              "--cache", cache, "--listen", target, "--store-poll-s", "0.5",
+                              "--poll-interval-ms", "100"], env=s3.env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_table(target, "items")
+        np.testing.assert_array_equal(embstore.load(target, "items", local=False), want_a)
+        cli(embstore_bin, ["convert", b, "s3://tables/serving/items.emb", "--force"], s3)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            got = embstore.load(target, "items", local=False)
+            # Every answer is one whole version, never a mix.
+            assert (got == want_a).all() or (got == want_b).all()
+            if (got == want_b).all():
+                break
+            time.sleep(0.2)
+        np.testing.assert_array_equal(embstore.load(target, "items", local=False), want_b)
+        assert sorted(p for p in os.listdir(cache) if not p.startswith(".")) == ["items.emb"]
+    finally:
+        serve.terminate()
+        err = serve.communicate(timeout=30)[1]
+    assert '"table fetched"' in err
+    # A restart reuses the cache: nothing is fetched again.
+    serve = subprocess.Popen([str(embstore_bin), "serve", "--store", "s3://tables/serving",
+                              "--cache", cache, "--listen", target], env=s3.env(),
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_table(target, "items")
+        np.testing.assert_array_equal(embstore.load(target, "items", local=False), want_b)
+    finally:
+        serve.terminate()
+        err = serve.communicate(timeout=30)[1]
+    synced = [json.loads(line) for line in err.splitlines() if '"store synced"' in line]
+    assert synced and synced[0]["fetched"] == 0 and synced[0]["unchanged"] == 1
+
+
+def _put(server, path, url):
+    bucket_key = url[len("s3://"):]
+    subprocess.run(["curl", "-sf", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                    "--user", f"{KEY}:{SECRET}", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                    "--upload-file", str(path), f"{server.endpoint}/{bucket_key}"], check=True)
+
+
+def test_python_load_fetches_only_the_blocks_it_reads(s3, make_table_bin, tmp_path, monkeypatch):
+    import embstore
+    for k, v in s3.env().items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    path = write_table(make_table_bin, tmp_path / "items.emb", 20000, 64, keys=True,
+                       block_rows=500)
+    want = expected_matrix(20000, 64)
+    _put(s3, path, "s3://tables/py/items.emb")
+    url = "s3://tables/py/items.emb"
+    np.testing.assert_array_equal(embstore.load(url), want)
+    np.testing.assert_array_equal(embstore.load(url, rows=(700, 1900)), want[700:1900])
+    got = embstore.load(url, keys=["k19999", "k3", "nope"], missing="zeros")
+    np.testing.assert_array_equal(got[:2], want[[19999, 3]])
+    assert not got[2].any()
+    assert embstore.Source.resolve(url).describe()["name"] == "items"
+
+    # A flipped byte in the last block: rows elsewhere load without fetching it, the whole
+    # table fails naming the object and the block.
+    data = bytearray(path.read_bytes())
+    info = json.loads(subprocess.run([str(make_table_bin.parent.parent / "cli" / "embstore"),
+                                      "inspect", str(path), "--json"], capture_output=True,
+                                     text=True, check=True).stdout)
+    data[info["data_offset"] + 19999 * 64 * 4] ^= 0x10
+    bad = tmp_path / "bad.emb"
+    bad.write_bytes(bytes(data))
+    _put(s3, bad, "s3://tables/py/bad.emb")
+    np.testing.assert_array_equal(embstore.load("s3://tables/py/bad.emb", rows=(0, 1000)),
+                                  want[:1000])
+    with pytest.raises(embstore.errors.CorruptionError,
+                       match=r"s3://tables/py/bad.emb.*block 39 |block 39 .*s3://tables/py/bad.emb"):
+        embstore.load("s3://tables/py/bad.emb")
+    # The CLI's verify downloads it as it is and names the object and the bad block.
+    v = subprocess.run([str(make_table_bin.parent.parent / "cli" / "embstore"), "verify",
+                        "s3://tables/py/bad.emb"], capture_output=True, text=True, env=s3.env())
+    assert v.returncode == 1
+    assert "block 39 " in v.stderr and "'s3://tables/py/bad.emb': 1 of 40 blocks" in v.stderr
+    with pytest.raises(embstore.errors.NotFoundError, match="no such object"):
+        embstore.load("s3://tables/py/missing.emb")
