@@ -56,16 +56,17 @@ from harness.data import (GENSIM_ROWS, SEED_DIM, SEED_ROWS, find_build_dir,  # n
                           gen_text, word2vec_form, work_dir)
 from harness.machine import machine_description  # noqa: E402
 from harness.phases import (conversion, distributed, local, lookup, micro,  # noqa: E402
-                            scaling, seed, serving, trainer)
+                            object_store, scaling, seed, serving, trainer)
 from harness.report.publish import publish, summarize  # noqa: E402
 from harness.timing import log  # noqa: E402
 
 # Run order. A phase that fails is recorded in results["errors"] and the rest still run.
 PHASES = {"micro": micro.run, "conversion": conversion.run, "scaling": scaling.run,
           "local": local.run, "serving": serving.run, "seed": seed.run, "lookup": lookup.run,
-          "trainer": trainer.run, "distributed": distributed.run}
+          "trainer": trainer.run, "distributed": distributed.run,
+          "object_store": object_store.run}
 # Phases that read the seed table; they convert it themselves when conversion is skipped.
-NEED_SEED_TABLE = ("local", "serving", "seed", "lookup", "trainer")
+NEED_SEED_TABLE = ("local", "serving", "seed", "lookup", "trainer", "object_store")
 # What a build dir must hold.
 BUILD_OUTPUTS = ["cli/embstore", "bench/embstore_gen_text", "bench/serve_bench",
                  "bench/pull_bench", "bench/convert_bench", "bench/store_bench",

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Sets up, builds (dev preset) and runs every test suite: C++ through ctest, the fuzz
-# smoke runs, Python through pytest in .venv (TensorFlow 2.21, Keras 3, PyTorch), then the
+# Sets up, builds (dev preset) and runs every test suite: C++ through ctest (with a real S3
+# server, built by scripts/s3-server.sh), the fuzz smoke runs, Python through pytest in .venv (TensorFlow 2.21, Keras 3, PyTorch), then the
 # TensorFlow suites again in .venv-tf215 (TensorFlow 2.15 with tf.estimator, Keras 2, numpy 1.x).
 # Every suite runs even when an earlier one fails; the script ends with a summary of each suite
 # and exits non-zero if any failed. Extra arguments go to the first pytest run.
@@ -51,9 +51,27 @@ tf215_log="$(mktemp)"
 EMBSTORE_SETUP_SKIP_PACKAGE=1 bash scripts/setup_tf215.sh >"$tf215_log" 2>&1 &
 tf215_pid=$!
 
+# The S3 test server (SeaweedFS, scripts/s3-server.sh) builds in the background too, once: the
+# first run fetches a Go toolchain and the module (about 140 MB) and compiles for some minutes;
+# later runs find the binary under build/tools/ and Go's caches warm. Tests against it fail,
+# rather than skip, when it is missing (EMBSTORE_REQUIRE_S3).
+export EMBSTORE_REQUIRE_S3=1
+s3_log="$(mktemp)"
+bash scripts/s3-server.sh --build >"$s3_log" 2>&1 &
+s3_pid=$!
+
 run "build (dev preset)" bash scripts/build.sh dev
 built=0
 step_ok && built=1
+
+s3_server() {
+  local rc=0
+  wait "$s3_pid" || rc=$?
+  cat "$s3_log"
+  rm -f "$s3_log"
+  return $rc
+}
+run "S3 test server" s3_server
 
 if ((built)); then
   run "ctest" ctest --preset dev

@@ -20,6 +20,7 @@ PROGRAMS = {
     "lookup": ("harness.contenders.lookups", "lookup_times"),
     "trainer-case": ("harness.contenders.trainer_cases", "run_case"),
     "distributed-rank": ("harness.contenders.distributed_ranks", "run_rank"),
+    "object-store": ("harness.contenders.object_store", "run_case"),
 }
 
 

@@ -266,6 +266,24 @@ def _trainer(results):
     return lines
 
 
+def _object_store(results):
+    store = results.get("object_store")
+    if not store or not store.get("contenders"):
+        return []
+    lines = ["### Downloading the seed table from S3", "",
+             f"The seed table as one object on a local S3 server ({store['server']}, data on the "
+             "work directory, signatures checked), each downloader in a fresh process, best of "
+             "3: `embstore pull` writes a .emb file with every block verified; boto3's "
+             "`download_file` (transfer manager defaults: 8 MiB parts, 10 threads) writes a "
+             "file; runai-model-streamer's S3 reader fills its own memory.", "",
+             "| downloader | seconds | GB/s | peak RSS MiB |", "|---|---:|---:|---:|"]
+    for case, r in store["contenders"].items():
+        lines.append(f"| {case} | {r['seconds']:.2f} | {r['bytes'] / r['seconds'] / 1e9:.2f} | "
+                     f"{r.get('peak_rss_mib', 0):.0f} |")
+    lines.append("")
+    return lines
+
+
 def _distributed(results):
     distributed = results.get("distributed")
     if not distributed:
@@ -337,7 +355,7 @@ def write_report(results, path, img_rel, phases):
         lines.append("")
     lines += ["## Absolute numbers (machine-dependent)", ""]
     for section in (_conversion, _scaling, _local_load, _serving, _seed, _trainer, _distributed,
-                    _lookup, _micro):
+                    _object_store, _lookup, _micro):
         lines += section(results)
     lines += _how_to_run(phases)
     path.write_text("\n".join(lines))

@@ -176,6 +176,21 @@ def _distributed(distributed):
     return rows
 
 
+def _object_store(store):
+    """embstore pull against the best other downloader of the same object."""
+    c = store["contenders"]
+    mine = get_nested(c, "embstore pull", "seconds")
+    others = {k: v["seconds"] for k, v in c.items() if k != "embstore pull" and v.get("seconds")}
+    if not mine or not others:
+        return []
+    rows = [("object store", f"seed table from S3: {k} time / embstore pull", t / mine, "")
+            for k, t in others.items()]
+    best = min(others, key=others.get)
+    rows.append(("object store", f"seed table from S3: best other ({best}) time / embstore pull",
+                 others[best] / mine, "target >= 1.00 (ratio)"))
+    return rows
+
+
 def _seed(results):
     rows = []
     seed = get_nested(results, "seed", "cases", default=[])
@@ -246,6 +261,8 @@ def headline_ratios(results):
     rows += _trainer(results.get("trainer") or {})
     if results.get("distributed"):
         rows += _distributed(results["distributed"])
+    if get_nested(results, "object_store", "contenders"):
+        rows += _object_store(results["object_store"])
     rows += _seed(results)
     rows += _micro(results)
     return rows

@@ -1,0 +1,97 @@
+"""Phase object_store: the seed table downloaded from a real S3 server on this machine
+(SeaweedFS through scripts/s3-server.sh, data on the work directory, signatures checked):
+`embstore pull` against boto3's download_file and runai-model-streamer's S3 reader
+(harness.contenders.object_store), each in a fresh process, best of 3 (1 with --quick)."""
+import os
+import random
+import socket
+import subprocess
+import time
+import urllib.request
+
+from harness.contenders.object_store import CASES
+from harness.processes import run_json_child
+from harness.timing import log
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[3]
+KEY, SECRET = "embstore-bench-key", "embstore-bench-secret"
+
+
+def _free(port):
+    for p in [port + i for i in range(4)] + [port + 10000 + i for i in range(4)]:
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", p))
+            except OSError:
+                return False
+    return True
+
+
+def _answers(port):
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
+            return r.status == 200
+    except OSError:
+        return False
+
+
+def _start(data):
+    env = dict(os.environ, S3_ACCESS_KEY=KEY, S3_SECRET_KEY=SECRET)
+    for _ in range(5):
+        port = random.randint(20000, 45000)
+        if not _free(port):
+            continue
+        proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "s3-server.sh"), str(data),
+                                 str(port)], env=env, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL)
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and proc.poll() is None and not _answers(port):
+            time.sleep(0.2)
+        if proc.poll() is None:
+            return proc, port
+    raise RuntimeError("could not start the S3 server (scripts/s3-server.sh)")
+
+
+def run(ctx):
+    import boto3
+    build = subprocess.run(["bash", str(ROOT / "scripts" / "s3-server.sh"), "--build"],
+                           capture_output=True, text=True)
+    if build.returncode != 0:
+        raise RuntimeError(f"scripts/s3-server.sh --build failed: {build.stderr[-2000:]}")
+    data = ctx.work / "s3"
+    proc, port = _start(data)
+    endpoint = f"http://127.0.0.1:{port}"
+    env = {"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1",
+           "AWS_ENDPOINT_URL": endpoint, "AWS_EC2_METADATA_DISABLED": "true",
+           "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent",
+           "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING": "0", "AWS_ENDPOINT_URL_S3": endpoint}
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        s3 = boto3.client("s3", endpoint_url=endpoint)
+        s3.create_bucket(Bucket="bench")
+        s3.upload_file(str(ctx.seed_table), "bench", "seed.emb")
+        url = "s3://bench/seed.emb"
+        out = ctx.work / "s3-download"
+        res = {"bytes": os.path.getsize(ctx.seed_table), "server": "SeaweedFS on 127.0.0.1",
+               "contenders": {}}
+        for case in CASES:
+            log(f"  {case}")
+            best = None
+            for _ in range(1 if ctx.quick else 3):
+                r = run_json_child("object-store", case, ctx.build / "cli" / "embstore", url,
+                                   out, **env)
+                if out.exists():
+                    out.unlink()
+                if best is None or r["seconds"] < best["seconds"]:
+                    best = r
+            res["contenders"][case] = best
+        return res
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+        proc.kill()
+        proc.wait()
