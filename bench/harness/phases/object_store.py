@@ -72,7 +72,7 @@ def run(ctx):
         s3.create_bucket(Bucket="bench")
         s3.upload_file(str(ctx.seed_table), "bench", "seed.emb")
         url = "s3://bench/seed.emb"
-        out = ctx.work / "s3-download"
+        out = ctx.work / "s3-download.emb"
         res = {"bytes": os.path.getsize(ctx.seed_table), "server": "SeaweedFS on 127.0.0.1",
                "contenders": {}}
         for case in CASES:
