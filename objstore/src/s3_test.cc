@@ -11,38 +11,13 @@
 #include <random>
 #include <thread>
 
-#include "embstore/testkit/s3_server.h"
-#include "embstore/testkit/temp_dir.h"
+#include "s3_test_fixture.h"
 
 namespace embstore::objstore {
 namespace {
 
 
 // --- Against a real server ---------------------------------------------------------------------
-
-class S3ServerTest : public ::testing::Test {
- protected:
-  static void SetUpTestSuite() { server_ = new testkit::S3Server(); }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
-  void SetUp() override {
-    if (!server_->ok()) {
-      if (testkit::S3Required()) FAIL() << server_->why();
-      GTEST_SKIP() << server_->why();
-    }
-  }
-  static S3Config Config() {
-    S3Config c;
-    c.endpoint = server_->endpoint();
-    c.access_key = testkit::S3Server::kAccessKey;
-    c.secret_key = testkit::S3Server::kSecretKey;
-    return c;
-  }
-  static testkit::S3Server* server_;
-};
-testkit::S3Server* S3ServerTest::server_ = nullptr;
 
 std::vector<std::byte> Pattern(std::size_t n, unsigned seed) {
   std::vector<std::byte> v(n);

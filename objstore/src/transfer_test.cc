@@ -11,8 +11,8 @@
 
 #include "embstore/store/table.h"
 #include "embstore/store/writer.h"
-#include "embstore/testkit/s3_server.h"
 #include "embstore/testkit/temp_dir.h"
+#include "s3_test_fixture.h"
 
 namespace embstore::objstore {
 namespace {
@@ -20,27 +20,13 @@ namespace {
 using testkit::ReadFileOrEmpty;
 using testkit::TempDir;
 
-class TransferTest : public ::testing::Test {
+class TransferTest : public S3ServerTest {
  protected:
-  static void SetUpTestSuite() { server_ = new testkit::S3Server(); }
-  static void TearDownTestSuite() {
-    delete server_;
-    server_ = nullptr;
-  }
   void SetUp() override {
-    if (!server_->ok()) {
-      if (testkit::S3Required()) FAIL() << server_->why();
-      GTEST_SKIP() << server_->why();
-    }
+    S3ServerTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
     s3_ = std::make_unique<S3Client>(Config());
     ASSERT_TRUE(s3_->CreateBucket("tables").ok());
-  }
-  static S3Config Config() {
-    S3Config c;
-    c.endpoint = server_->endpoint();
-    c.access_key = testkit::S3Server::kAccessKey;
-    c.secret_key = testkit::S3Server::kSecretKey;
-    return c;
   }
   // A keyed f32 table of `rows` x `dim` with values depending on `seed`.
   static std::string MakeTable(const TempDir& dir, const std::string& name, std::uint64_t rows,
@@ -61,10 +47,8 @@ class TransferTest : public ::testing::Test {
     EXPECT_TRUE((*w)->Finish().ok());
     return path;
   }
-  static testkit::S3Server* server_;
   std::unique_ptr<S3Client> s3_;
 };
-testkit::S3Server* TransferTest::server_ = nullptr;
 
 TEST_F(TransferTest, UploadThenDownloadIsBitIdentical) {
   TempDir dir("xfer");
@@ -160,7 +144,7 @@ TEST_F(TransferTest, StoreRestartMidDownloadResumes) {
   o.progress = [&](std::uint64_t done, std::uint64_t) {
     if (!killed && done > 0) {
       killed = true;
-      restarter = std::thread([&] { EXPECT_TRUE(server_->Restart()) << server_->why(); });
+      restarter = std::thread([&] { EXPECT_TRUE(Server().Restart()) << Server().why(); });
     }
     return true;
   };

@@ -6,42 +6,24 @@ it these tests skip, unless EMBSTORE_REQUIRE_S3=1 (test.sh, CI) makes that a fai
 import json
 import os
 import random
-import socket
 import subprocess
+import sys
 import time
-import urllib.request
 
 import numpy as np
 import pytest
 
 from conftest import ROOT, expected_matrix, wait_for_table, write_table
 
-SCRIPT = ROOT / "scripts" / "s3-server.sh"
+sys.path.insert(0, str(ROOT / "bench"))
+from harness.s3_server import built as s3_server_built, s3_server  # noqa: E402
+
 KEY, SECRET = "embstore-test-key", "embstore-test-secret"
 
 
-def _ports_free(port):
-    for p in [port + i for i in range(4)] + [port + 10000 + i for i in range(4)]:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                return False
-    return True
-
-
-def _answers(port):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
 class S3:
-    def __init__(self, port, proc):
-        self.port, self.proc = port, proc
-        self.endpoint = f"http://127.0.0.1:{port}"
+    def __init__(self, endpoint):
+        self.endpoint = endpoint
 
     def env(self, **extra):
         env = dict(os.environ, AWS_ACCESS_KEY_ID=KEY, AWS_SECRET_ACCESS_KEY=SECRET,
@@ -53,35 +35,17 @@ class S3:
 
 @pytest.fixture(scope="module")
 def s3(tmp_path_factory):
-    where = subprocess.run(["bash", str(SCRIPT), "--where"], capture_output=True, text=True)
-    if where.returncode != 0:
-        why = f"S3 test server not built: {where.stderr.strip()} (bash scripts/s3-server.sh --build)"
+    ok, why = s3_server_built()
+    if not ok:
+        why = f"S3 test server not built: {why} (bash scripts/s3-server.sh --build)"
         if os.environ.get("EMBSTORE_REQUIRE_S3") == "1":
             pytest.fail(why)
         pytest.skip(why)
-    data = tmp_path_factory.mktemp("s3data")
-    env = dict(os.environ, S3_ACCESS_KEY=KEY, S3_SECRET_KEY=SECRET)
-    for _ in range(5):
-        port = random.randint(20000, 45000)
-        if not _ports_free(port):
-            continue
-        proc = subprocess.Popen(["bash", str(SCRIPT), str(data), str(port)], env=env,
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-        deadline = time.monotonic() + 90
-        while time.monotonic() < deadline and proc.poll() is None and not _answers(port):
-            time.sleep(0.1)
-        if proc.poll() is None and _answers(port):
-            server = S3(port, proc)
-            # One bucket for the module, made through the CLI's own client (convert's upload
-            # needs it to exist, as on AWS).
-            _make_bucket(server, "tables")
-            yield server
-            proc.kill()
-            proc.wait()
-            return
-        proc.kill()
-        proc.wait()
-    pytest.fail("could not start the S3 test server")
+    with s3_server(tmp_path_factory.mktemp("s3data"), KEY, SECRET) as endpoint:
+        server = S3(endpoint)
+        # One bucket for the module (convert's upload needs it to exist, as on AWS).
+        _make_bucket(server, "tables")
+        yield server
 
 
 def _make_bucket(server, bucket):

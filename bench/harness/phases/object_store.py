@@ -3,64 +3,26 @@
 `embstore pull` against boto3's download_file and runai-model-streamer's S3 reader
 (harness.contenders.object_store), each in a fresh process, best of 3 (1 with --quick)."""
 import os
-import random
-import socket
 import subprocess
-import time
-import urllib.request
 
 from harness.contenders.object_store import CASES
 from harness.processes import run_json_child
+from harness.s3_server import SCRIPT, s3_server
 from harness.timing import log
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[3]
 KEY, SECRET = "embstore-bench-key", "embstore-bench-secret"
 
 
-def _free(port):
-    for p in [port + i for i in range(4)] + [port + 10000 + i for i in range(4)]:
-        with socket.socket() as s:
-            try:
-                s.bind(("127.0.0.1", p))
-            except OSError:
-                return False
-    return True
-
-
-def _answers(port):
-    try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/status", timeout=2) as r:
-            return r.status == 200
-    except OSError:
-        return False
-
-
-def _start(data):
-    env = dict(os.environ, S3_ACCESS_KEY=KEY, S3_SECRET_KEY=SECRET)
-    for _ in range(5):
-        port = random.randint(20000, 45000)
-        if not _free(port):
-            continue
-        proc = subprocess.Popen(["bash", str(ROOT / "scripts" / "s3-server.sh"), str(data),
-                                 str(port)], env=env, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL)
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and proc.poll() is None and not _answers(port):
-            time.sleep(0.2)
-        if proc.poll() is None:
-            return proc, port
-    raise RuntimeError("could not start the S3 server (scripts/s3-server.sh)")
-
-
 def run(ctx):
-    import boto3
-    build = subprocess.run(["bash", str(ROOT / "scripts" / "s3-server.sh"), "--build"],
-                           capture_output=True, text=True)
+    build = subprocess.run(["bash", str(SCRIPT), "--build"], capture_output=True, text=True)
     if build.returncode != 0:
         raise RuntimeError(f"scripts/s3-server.sh --build failed: {build.stderr[-2000:]}")
-    data = ctx.work / "s3"
-    proc, port = _start(data)
-    endpoint = f"http://127.0.0.1:{port}"
+    with s3_server(ctx.work / "s3", KEY, SECRET) as endpoint:
+        return _measure(ctx, endpoint)
+
+
+def _measure(ctx, endpoint):
+    import boto3
     env = {"AWS_ACCESS_KEY_ID": KEY, "AWS_SECRET_ACCESS_KEY": SECRET, "AWS_REGION": "us-east-1",
            "AWS_ENDPOINT_URL": endpoint, "AWS_EC2_METADATA_DISABLED": "true",
            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent",
@@ -93,5 +55,3 @@ def run(ctx):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
-        proc.kill()
-        proc.wait()
