@@ -128,6 +128,25 @@ TEST_F(TransferTest, ReplacedObjectFailsTheDownload) {
   EXPECT_TRUE(ReadFileOrEmpty(dir.File("out.emb")).empty());
 }
 
+TEST_F(TransferTest, UploadReplacesAtomically) {
+  TempDir dir("xfer");
+  const std::string a = MakeTable(dir, "a.emb", 3000, 64, 1.0f);
+  const std::string b = MakeTable(dir, "b.emb", 30000, 256, 2.0f);  // 6 parts of 5 MiB
+  const S3Url url{"tables", "atomic.emb"};
+  ASSERT_TRUE(UploadFile(*s3_, a, url).ok());
+  // A failed upload (cancelled half way) leaves the old object as it was.
+  TransferOptions o;
+  o.part_bytes = 5 << 20;
+  o.parallel = 1;
+  o.progress = [](std::uint64_t, std::uint64_t) { return false; };  // after the first part
+  auto up = UploadFile(*s3_, b, url, o);
+  EXPECT_EQ(up.status().code(), StatusCode::kCancelled) << up.status().ToString();
+  auto d = DownloadTable(*s3_, url, dir.File("out.emb"));
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(ReadFileOrEmpty(dir.File("out.emb")), ReadFileOrEmpty(a));
+}
+
+// Last: the store takes a while to settle after the restart.
 TEST_F(TransferTest, StoreRestartMidDownloadResumes) {
   TempDir dir("xfer");
   const std::string src = MakeTable(dir, "src.emb", 80000, 64, 3.0f);  // ~20 MiB
@@ -153,24 +172,6 @@ TEST_F(TransferTest, StoreRestartMidDownloadResumes) {
   ASSERT_TRUE(killed);
   ASSERT_TRUE(d.ok()) << d.status().ToString();
   EXPECT_EQ(ReadFileOrEmpty(dir.File("out.emb")), ReadFileOrEmpty(src));
-}
-
-TEST_F(TransferTest, UploadReplacesAtomically) {
-  TempDir dir("xfer");
-  const std::string a = MakeTable(dir, "a.emb", 3000, 64, 1.0f);
-  const std::string b = MakeTable(dir, "b.emb", 30000, 256, 2.0f);  // 6 parts of 5 MiB
-  const S3Url url{"tables", "atomic.emb"};
-  ASSERT_TRUE(UploadFile(*s3_, a, url).ok());
-  // A failed upload (cancelled half way) leaves the old object as it was.
-  TransferOptions o;
-  o.part_bytes = 5 << 20;
-  o.parallel = 1;
-  o.progress = [](std::uint64_t, std::uint64_t) { return false; };  // after the first part
-  auto up = UploadFile(*s3_, b, url, o);
-  EXPECT_EQ(up.status().code(), StatusCode::kCancelled) << up.status().ToString();
-  auto d = DownloadTable(*s3_, url, dir.File("out.emb"));
-  ASSERT_TRUE(d.ok()) << d.status().ToString();
-  EXPECT_EQ(ReadFileOrEmpty(dir.File("out.emb")), ReadFileOrEmpty(a));
 }
 
 }  // namespace

@@ -26,6 +26,10 @@ sockaddr_in Loopback(int port) {
 bool PortFree(int port) {
   const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
   if (fd < 0) return false;
+  // As the server binds (Go sets SO_REUSEADDR): a port whose old connections linger in
+  // TIME_WAIT after a kill is free for it.
+  const int one = 1;
+  ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
   sockaddr_in a = Loopback(port);
   const bool ok = ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   ::close(fd);
