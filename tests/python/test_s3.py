@@ -238,3 +238,17 @@ def test_python_load_fetches_only_the_blocks_it_reads(s3, make_table_bin, tmp_pa
     assert "block 39 " in v.stderr and "'s3://tables/py/bad.emb': 1 of 40 blocks" in v.stderr
     with pytest.raises(embstore.errors.NotFoundError, match="no such object"):
         embstore.load("s3://tables/py/missing.emb")
+
+
+def test_usage_errors_name_the_argument(embstore_bin, s3, tmp_path):
+    text, _ = _text(tmp_path, 10, 4, 6)
+    serve = cli(embstore_bin, ["serve", "--store", "s3://tables/serving", "--listen",
+                               "127.0.0.1:0"], s3, check=False)
+    assert serve.returncode == 2 and "needs --cache DIR" in serve.stderr  # a usage error
+    prefix = cli(embstore_bin, ["convert", text, "s3://tables/dir/"], s3, check=False)
+    assert prefix.returncode == 2 and "names a bucket or prefix" in prefix.stderr
+    bucket = cli(embstore_bin, ["inspect", "s3://Bad_Bucket!/x.emb"], s3, check=False)
+    assert bucket.returncode == 2 and "is not a bucket name" in bucket.stderr
+    half = cli(embstore_bin, ["inspect", "s3://tables/x.emb"], s3, check=False,
+               AWS_SECRET_ACCESS_KEY="")
+    assert half.returncode == 2 and "half given" in half.stderr
