@@ -305,6 +305,57 @@ def test_hook_initialization_holds_the_variable_once(make_table_bin, tmp_path):
     assert extra < rows * dim * 4 * 1.25, f"{extra / 2**20:.0f} MiB for a 64 MiB variable"
 
 
+_INITIALIZE_MEMORY = """
+import os, sys
+os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
+import tensorflow as tf
+import embstore.tf
+
+def peak_kib():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmHWM"):
+            return int(line.split()[1])
+
+rows, dim = int(sys.argv[2]), int(sys.argv[3])
+with tf.Graph().as_default():
+    v = tf.compat.v1.get_variable("item_mat", [rows, dim], initializer=tf.zeros_initializer(),
+                                  use_resource=True)
+    biggest = tf.reduce_max(tf.abs(v))
+    with tf.compat.v1.Session() as sess:
+        sess.run(tf.compat.v1.global_variables_initializer())
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        base = peak_kib()
+        embstore.tf.initialize(sess, {v: None}, sys.argv[1], chunk_rows=8192)
+        extra = (peak_kib() - base) * 1024
+        last = float(sess.run(v[rows - 1, dim - 1]))
+        loaded = float(sess.run(biggest))
+        # The folded zeros constant still initializes to zeros, and a second load still works.
+        sess.run(v.initializer)
+        again = float(sess.run(biggest))
+        embstore.tf.initialize(sess, {v: None}, sys.argv[1], chunk_rows=8192)
+        print(extra, last, loaded, again, float(sess.run(v[rows - 1, dim - 1])))
+"""
+
+
+def test_initialize_after_a_folded_zeros_initializer_adds_chunks_not_a_copy(make_table_bin,
+                                                                            tmp_path):
+    # Default session options: Grappler folds the zeros initializer into a constant that the
+    # resource variable shares. initialize() returns the constant's zero pages before its first
+    # write, so that write's copy does not keep a second variable's worth of memory.
+    import subprocess
+    import sys
+    rows, dim = 262144, 128  # 128 MiB
+    path = write_table(make_table_bin, tmp_path / "big.emb", rows, dim)
+    out = subprocess.run([sys.executable, "-c", _INITIALIZE_MEMORY, str(path), str(rows), str(dim)],
+                         capture_output=True, text=True, check=True).stdout.split()
+    extra, last, loaded, again, reloaded = int(out[0]), *map(float, out[1:])
+    matrix = expected_matrix(rows, dim)
+    assert last == reloaded == matrix[-1, -1]
+    assert loaded == np.abs(matrix).max() and again == 0.0
+    assert extra < rows * dim * 4 * 0.4, f"{extra / 2**20:.0f} MiB for a 128 MiB variable"
+
+
 def test_hook_shape_mismatch_names_the_table_file(table):
     with tf.Graph().as_default():
         v = tf.compat.v1.get_variable("item_mat", [ROWS + 1, DIM],

@@ -1,10 +1,12 @@
 """TF1 graph mode: initialize() feeds assign ops through placeholders; scaffold() does it in a
 Scaffold's init_fn; init_hook() makes each variable's initializer load its rows."""
+import threading
 import weakref
 
 import numpy as np
 
 from .._core import Source, _chunks_into, load as _load
+from .._pages import release_zero_pages, starts_with_zero_pages
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ._common import (_check_rows_fit, _check_shape, _chunk_rows, _connect_kwargs, _np_dtype,
                       _is_resource, _partitions, _read_kwargs, _rows_arg, _scatter_rows, _var_name,
@@ -34,6 +36,52 @@ class _Feeder:
             self.op = _scatter_rows(variable, self.begin, self.values)
             if not isinstance(self.op, tf.Operation):
                 self.op = self.op.op
+            self.release = None
+            if _is_resource(variable) and variable.shape.is_fully_defined():
+                current = tf.raw_ops.ReadVariableOp(resource=variable.handle,
+                                                    dtype=variable.dtype.base_dtype)
+                self.release = tf.numpy_function(self._start_release, [current], tf.bool,
+                                                 stateful=True, name="release_zero_pages")
+                self.detach = tf.raw_ops.AssignVariableOp(
+                    resource=variable.handle, value=tf.raw_ops.Empty(
+                        shape=variable.shape.as_list(), dtype=variable.dtype.base_dtype,
+                        init=False), name="detach")
+        # The sessions this feeder has written the variable in, and the thread releasing the
+        # zero pages of the variable's old buffer during a load.
+        self._written = weakref.WeakSet()
+        self._releasing = None
+
+    def _start_release(self, value):
+        """In the session, on the variable's buffer (shared, not copied: the variable has not
+        been read sparsely yet): starts returning its zero pages in the background."""
+        if not starts_with_zero_pages(value):
+            return np.bool_(False)
+        # The thread's reference keeps the buffer allocated until its pages are released.
+        self._releasing = threading.Thread(target=release_zero_pages, args=(value,),
+                                           name="embstore-release-zero-pages", daemon=True)
+        self._releasing.start()
+        return np.bool_(True)
+
+    def _release_folded_zeros(self, session):
+        """Before the first write in `session`. In graph mode Grappler folds a zeros initializer
+        into a constant that the session keeps, and a resource variable initialized from it shares
+        the constant's buffer: the first write would copy the variable out of it and leave the
+        constant holding a second variable's worth of memory that nobody reads again. Instead,
+        the variable gets a new, untouched buffer (the rows overwrite all of it) while a thread
+        returns the old buffer's zero pages to the kernel (embstore._pages: they still read as
+        zeros), faster than the rows land, so peak memory stays about the variable and the
+        chunks. The read that finds the buffer shares it only until the variable's first sparse
+        access, which is why this runs once per session, before embstore's first scatter."""
+        if self.release is None or session in self._written:
+            return
+        self._written.add(session)
+        if session.run(self.release):
+            session.run(self.detach)
+
+    def _finish_release(self):
+        if self._releasing is not None:
+            self._releasing.join()
+            self._releasing = None
 
     def run(self, session, src, table, first_row, chunk_rows, **load_kwargs):
         rows = int(self.variable.shape[0])
@@ -42,9 +90,13 @@ class _Feeder:
                             np.dtype(self.np_dtype).itemsize)
         # The fed arrays are 64-byte aligned, so the session takes them without a copy; the
         # scatter copies each row into the variable. Reading the next chunk overlaps the write.
-        for off, arr in _chunks_into(src, table, desc, first_row, first_row + rows, chunk,
-                                     self.np_dtype, **_read_kwargs(load_kwargs)):
-            session.run(self.op, {self.begin: off, self.values: arr})
+        try:
+            self._release_folded_zeros(session)
+            for off, arr in _chunks_into(src, table, desc, first_row, first_row + rows, chunk,
+                                         self.np_dtype, **_read_kwargs(load_kwargs)):
+                session.run(self.op, {self.begin: off, self.values: arr})
+        finally:
+            self._finish_release()
 
 
 def _specs(mapping):

@@ -1,0 +1,80 @@
+"""embstore._pages.release_zero_pages: all-zero pages of private anonymous memory go back to the
+kernel and still read as zeros; anything else is left alone."""
+import mmap
+
+import numpy as np
+
+from embstore._pages import _BLOCK, release_zero_pages
+
+MIB = 1 << 20
+
+
+def rss_bytes():
+    for line in open("/proc/self/status"):
+        if line.startswith("VmRSS"):
+            return int(line.split()[1]) * 1024
+
+
+def resident_pages(array):
+    """How many of the pages under `array` are resident (mincore through mmap is not exposed:
+    read /proc/self/smaps' Rss of the mappings that overlap the buffer instead)."""
+    start, end = array.ctypes.data, array.ctypes.data + array.nbytes
+    total, inside = 0, False
+    for line in open("/proc/self/smaps"):
+        head = line.split()[0]
+        if "-" in head and not head.endswith(":"):
+            lo, hi = (int(x, 16) for x in head.split("-"))
+            inside = lo < end and hi > start
+        elif inside and head == "Rss:":
+            total += int(line.split()[1]) * 1024
+    return total
+
+
+def test_zero_buffer_is_released_and_still_reads_zeros():
+    a = np.ones(64 * MIB // 4, np.float32)
+    a[:] = 0  # written: every page resident
+    before = rss_bytes()
+    released = release_zero_pages(a)
+    assert released >= a.nbytes - 2 * mmap.PAGESIZE
+    assert before - rss_bytes() >= 48 * MIB
+    assert not a.any()
+    a[123] = 5  # still ordinary writable memory
+    assert a[123] == 5 and a.sum() == 5
+
+
+def test_stops_at_the_first_block_that_is_not_zero():
+    a = np.zeros(32 * MIB // 8, np.float64)
+    a[:] = 0
+    a[len(a) // 2 + 1000] = 1.5
+    a[-1] = -2.0
+    released = release_zero_pages(a)
+    assert 0 < released <= a.nbytes // 2
+    assert released % _BLOCK == 0
+    assert a[len(a) // 2 + 1000] == 1.5 and a[-1] == -2.0
+    assert np.count_nonzero(a) == 2
+
+
+def test_nonzero_buffer_is_untouched():
+    a = np.full(16 * MIB // 4, 0.25, np.float32)
+    assert release_zero_pages(a) == 0
+    assert (a == 0.25).all()
+
+
+def test_small_or_strided_buffers_are_left_alone():
+    small = np.zeros(_BLOCK // 8, np.float32)
+    assert release_zero_pages(small) == 0
+    big = np.zeros((4096, 2048), np.float32)
+    assert release_zero_pages(big[:, ::2]) == 0
+
+
+def test_file_backed_private_mapping_is_left_alone(tmp_path):
+    # Released pages of a private file mapping would read the file again, not zeros: the file
+    # holds ones, the mapping was zeroed in memory, and must stay zero.
+    path = tmp_path / "ones.bin"
+    np.ones(16 * MIB // 4, np.float32).tofile(path)
+    m = np.memmap(path, dtype=np.float32, mode="c")
+    m[:] = 0
+    assert release_zero_pages(m) == 0
+    assert not m.any()
+    assert resident_pages(m) >= 15 * MIB
+    del m
