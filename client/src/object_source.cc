@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "embstore/client/row_source.h"
+#include "embstore/common/write_file.h"
 #include "embstore/objstore/s3.h"
 #include "embstore/store/format.h"
 #include "file_reader.h"
@@ -31,17 +32,6 @@ namespace {
 
 constexpr std::uint64_t kFetchPart = 8ull << 20;  // bytes per ranged GET
 constexpr int kFetchParallel = 8;
-
-Status PwriteAll(int fd, std::span<const std::byte> b, std::uint64_t off, const std::string& what) {
-  while (!b.empty()) {
-    const ssize_t n = ::pwrite(fd, b.data(), b.size(), static_cast<off_t>(off));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Status::FromErrno("write the local copy of " + what, errno);
-    b = b.subspan(static_cast<std::size_t>(n));
-    off += static_cast<std::uint64_t>(n);
-  }
-  return Status::OK();
-}
 
 class ObjectSource final : public RowSource {
  public:
@@ -163,7 +153,7 @@ class ObjectSource final : public RowSource {
         }
         buf.resize(pieces[i].len);
         Status st = s3_->GetRange(url_, pieces[i].off, buf, etag_);
-        if (st.ok()) st = PwriteAll(fd_, buf, pieces[i].off, location_);
+        if (st.ok()) st = WriteAllAt(fd_, pieces[i].off, buf, "the local copy of " + location_);
         if (!st.ok()) {
           std::lock_guard<std::mutex> el(err_mu);
           if (first_error.ok()) first_error = st;
@@ -267,8 +257,8 @@ Result<std::unique_ptr<RowSource>> OpenObjectSource(const std::string& address) 
   if (::ftruncate(fd, static_cast<off_t>(info.size)) != 0) {
     st = Status::FromErrno("size the local copy of " + what, errno);
   }
-  if (st.ok()) st = PwriteAll(fd, head, 0, what);
-  if (st.ok()) st = PwriteAll(fd, tail, tail_at, what);
+  if (st.ok()) st = WriteAllAt(fd, 0, head, "the local copy of " + what);
+  if (st.ok()) st = WriteAllAt(fd, tail_at, tail, "the local copy of " + what);
   Result<std::unique_ptr<internal::FileReader>> reader =
       st.ok() ? internal::FileReader::Open(path) : Result<std::unique_ptr<internal::FileReader>>(st);
   cleanup();  // the open descriptors and the mapping keep the file alive, nothing else does

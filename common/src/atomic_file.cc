@@ -16,6 +16,8 @@
 #include <ctime>
 #include <vector>
 
+#include "embstore/common/write_file.h"
+
 namespace embstore {
 namespace {
 
@@ -163,19 +165,13 @@ AtomicFile::~AtomicFile() { Abort(); }
 
 Status AtomicFile::WriteAt(std::uint64_t offset, std::span<const std::byte> bytes) {
   if (fd_ < 0) return Status::FailedPrecondition("'" + path_ + "': file is already closed");
-  const std::byte* p = bytes.data();
-  std::size_t left = bytes.size();
-  while (left > 0) {
-    ssize_t n = ::pwrite(fd_, p, left, static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno("write '" + temp_path_ + "'", errno);
-    }
-    p += n;
-    left -= static_cast<std::size_t>(n);
-    offset += static_cast<std::uint64_t>(n);
-  }
-  return Status::OK();
+  return WriteAllAt(fd_, offset, bytes, temp_path_);
+}
+
+Status AtomicFile::WriteAt(std::uint64_t offset,
+                           std::span<const std::span<const std::byte>> pieces) {
+  if (fd_ < 0) return Status::FailedPrecondition("'" + path_ + "': file is already closed");
+  return WriteAllAt(fd_, offset, pieces, temp_path_);
 }
 
 Status AtomicFile::Append(std::span<const std::byte> bytes) {

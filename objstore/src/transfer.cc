@@ -69,20 +69,6 @@ Status RunParts(std::uint64_t count, int parallel, std::uint64_t total,
   return first;
 }
 
-Status PwriteAll(int fd, std::span<const std::byte> bytes, std::uint64_t offset,
-                 const std::string& path) {
-  while (!bytes.empty()) {
-    const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return Status::FromErrno("write '" + path + "'", errno);
-    }
-    bytes = bytes.subspan(static_cast<std::size_t>(n));
-    offset += static_cast<std::uint64_t>(n);
-  }
-  return Status::OK();
-}
-
 Result<TransferStats> Download(S3Client& s3, const S3Url& url, const std::string& dest,
                                const TransferOptions& o, bool table) {
   const auto start = Clock::now();
@@ -107,7 +93,7 @@ Result<TransferStats> Download(S3Client& s3, const S3Url& url, const std::string
     const std::uint64_t len = std::min(part, size - off);
     buf.resize(len);
     EMBSTORE_RETURN_NOT_OK(s3.GetRange(url, off, buf, info.etag));
-    EMBSTORE_RETURN_NOT_OK(PwriteAll(file->fd(), buf, off, file->temp_path()));
+    EMBSTORE_RETURN_NOT_OK(file->WriteAt(off, buf));
     done += len;
     return Status::OK();
   });

@@ -8,7 +8,8 @@
 // destructor of an uncommitted file, and a failed Commit() remove the temporary file; so does a
 // fatal signal, in programs that call RemoveTempFilesOnSignal().
 //
-// Not thread-safe; one thread owns an AtomicFile.
+// One thread owns an AtomicFile; WriteAt alone may also be called from other threads at the same
+// time, for disjoint ranges (parallel downloads writing their pieces).
 #ifndef EMBSTORE_COMMON_ATOMIC_FILE_H_
 #define EMBSTORE_COMMON_ATOMIC_FILE_H_
 
@@ -35,6 +36,8 @@ class AtomicFile {
 
   // Writes all of `bytes` at `offset` of the temporary file (retrying short writes).
   Status WriteAt(std::uint64_t offset, std::span<const std::byte> bytes);
+  // Writes `pieces`, one after another, at `offset` (pwritev: not gathered first).
+  Status WriteAt(std::uint64_t offset, std::span<const std::span<const std::byte>> pieces);
   // Appends at the end of what Append has written so far.
   Status Append(std::span<const std::byte> bytes);
   Status Append(std::string_view s) {
