@@ -2,16 +2,17 @@
 // range) with parallel verified streams, or copies it from the local file when the server's file
 // is on this host. With --manifest, the table is split by row ranges across several servers
 // (docs/DEPLOY.md, "Sharded tables") and the shards load in parallel. Either way the rows come
-// from one client::RowSource, in windows of about 64 MiB written to the output while the next
-// window downloads: memory stays at two windows whatever the table's size. The output is written
-// atomically.
+// from one client::RowSource and go to the output as they arrive (RowSource::WriteRows): a
+// server's chunks straight from gRPC's receive buffers into a .npy file, anything else through two
+// windows of about 64 MiB, so memory never holds the table. The output is written atomically.
+#include <malloc.h>
+
 #include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
-#include <future>
 #include <optional>
 #include <vector>
 
@@ -67,35 +68,40 @@ Status ParseRows(const std::string& spec, std::uint64_t rows, std::uint64_t* beg
   return Status::OK();
 }
 
-// Where pulled rows go: the output file, written as windows of rows arrive.
-class Sink {
+// Where pulled rows go: the output file. Rows arrive through RowSource::WriteRows.
+class Sink : public client::RowSink {
  public:
-  virtual ~Sink() = default;
-  virtual Status Write(std::span<const std::byte> rows) = 0;
   virtual Status Finish(client::RowSource& src, std::uint64_t begin, std::uint64_t end) = 0;
 };
 
-// .npy: the header, then the rows as they are.
+// .npy: the header, then the rows as they are, each written at its place as it arrives (from
+// several streams at once).
 class NpySink final : public Sink {
  public:
   static Result<std::unique_ptr<NpySink>> Create(const PullArgs& a, bool f32, std::uint64_t rows,
                                                  std::uint64_t dim) {
     EMBSTORE_ASSIGN_OR_RETURN(auto file, AtomicFile::Create(a.out, a.force));
-    EMBSTORE_RETURN_NOT_OK(file->Append(store::NpyHeader(f32 ? "<f4" : "<f2", rows, dim)));
-    return std::unique_ptr<NpySink>(new NpySink(std::move(file)));
+    const std::string header = store::NpyHeader(f32 ? "<f4" : "<f2", rows, dim);
+    EMBSTORE_RETURN_NOT_OK(file->Append(header));
+    return std::unique_ptr<NpySink>(new NpySink(std::move(file), header.size()));
   }
-  Status Write(std::span<const std::byte> rows) override { return file_->Append(rows); }
+  Status WriteAt(std::uint64_t offset,
+                 std::span<const std::span<const std::byte>> pieces) override {
+    return file_->WriteAt(data_offset_ + offset, pieces);
+  }
   Status Finish(client::RowSource&, std::uint64_t, std::uint64_t) override {
     return file_->Commit();
   }
 
  private:
-  explicit NpySink(std::unique_ptr<AtomicFile> f) : file_(std::move(f)) {}
+  NpySink(std::unique_ptr<AtomicFile> f, std::uint64_t data_offset)
+      : file_(std::move(f)), data_offset_(data_offset) {}
   std::unique_ptr<AtomicFile> file_;
+  std::uint64_t data_offset_;
 };
 
 // .emb: a table file of the same dtype, block size, keys and user metadata, written by the
-// streaming writer (which checksums each block again as the rows go by).
+// streaming writer (which checksums each block again as the rows go by), in row order.
 class TableSink final : public Sink {
  public:
   static Result<std::unique_ptr<TableSink>> Create(const PullArgs& a, const client::TableDesc& d,
@@ -111,7 +117,19 @@ class TableSink final : public Sink {
     EMBSTORE_ASSIGN_OR_RETURN(auto w, store::TableWriter::Create(a.out, wo));
     return std::unique_ptr<TableSink>(new TableSink(std::move(w), wo.with_keys));
   }
-  Status Write(std::span<const std::byte> rows) override { return writer_->AppendRows(rows); }
+  bool ordered() const override { return true; }
+  Status WriteAt(std::uint64_t offset,
+                 std::span<const std::span<const std::byte>> pieces) override {
+    if (offset != written_) {
+      return Status::Internal("rows for output offset " + std::to_string(offset) +
+                              " arrived where " + std::to_string(written_) + " was due");
+    }
+    for (auto piece : pieces) {
+      EMBSTORE_RETURN_NOT_OK(writer_->AppendRows(piece));
+      written_ += piece.size();
+    }
+    return Status::OK();
+  }
   Status Finish(client::RowSource& src, std::uint64_t begin, std::uint64_t end) override {
     // Keys in slices, so a table of millions of keys never holds them all twice.
     constexpr std::uint64_t kSlice = 1 << 16;
@@ -126,14 +144,8 @@ class TableSink final : public Sink {
   TableSink(std::unique_ptr<store::TableWriter> w, bool keys) : writer_(std::move(w)), keys_(keys) {}
   std::unique_ptr<store::TableWriter> writer_;
   bool keys_;
+  std::uint64_t written_ = 0;
 };
-
-// Rows per window: about 64 MiB, whole checksum blocks, so each window is verified on its own.
-std::uint64_t WindowRows(const client::TableDesc& d, std::uint64_t out_row_bytes) {
-  const std::uint64_t br = std::max<std::uint64_t>(1, d.block_rows);
-  const std::uint64_t blocks = std::max<std::uint64_t>(1, (64u << 20) / (br * out_row_bytes));
-  return blocks * br;
-}
 
 // The object of table NAME under s3://BUCKET/PREFIX: PREFIX/NAME.emb; without a name, the address
 // itself must name the object.
@@ -170,7 +182,18 @@ int PullObject(const PullArgs& a, const objstore::S3Url& url) {
   return kExitOk;
 }
 
+// gRPC's receive buffers come and go with every message. By default glibc hands freed arena
+// memory back to the kernel (madvise) almost at once, so each new buffer faults its pages in
+// again, zeroed, under the address-space lock the other streams fault under too: about a tenth
+// of a streamed pull's time. This process exists for one transfer, so it keeps up to 256 MiB of
+// freed memory for reuse instead (the seed table: peak RSS about 100 MiB rather than 70).
+void KeepFreedMemoryForReuse() {
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 256 << 20);
+}
+
 int Pull(const PullArgs& a) {
+  KeepFreedMemoryForReuse();
   const bool npy = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".npy") == 0;
   const bool emb = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".emb") == 0;
   if (!npy && !emb) {
@@ -237,64 +260,23 @@ int Pull(const PullArgs& a) {
   };
   const std::uint64_t total = (end - begin) * out_row;
   const auto start = std::chrono::steady_clock::now();
-  const std::optional<std::chrono::steady_clock::time_point> deadline =
-      a.timeout_s > 0 ? std::optional(start + ro.timeout) : std::nullopt;
-
-  // Windows of rows go from the source into one of two buffers while the other is written to
-  // the output, so the download and the writing overlap and memory stays at two windows, not
-  // the table.
-  const std::uint64_t window = WindowRows(desc, out_row);
-  std::vector<std::byte> bufs[2];
-  client::LoadStats sum;
-  std::future<Status> writing;
-  for (std::uint64_t r = begin, k = 0; r < end || writing.valid(); ++k) {
-    Status read_status;
-    std::uint64_t e = std::min(end, r + window);
-    if (r < end) {
-      std::vector<std::byte>& buf = bufs[k % 2];
-      buf.resize((e - r) * out_row);
-      client::ReadOptions w = ro;
-      if (deadline) {
-        w.timeout = std::chrono::duration_cast<std::chrono::milliseconds>(
-            *deadline - std::chrono::steady_clock::now());
-        if (w.timeout.count() <= 0) {
-          read_status = Status::DeadlineExceeded("pull of table '" + desc.name +
-                                                 "' passed its --timeout");
-        }
-      }
-      const std::uint64_t base = (r - begin) * out_row;
-      w.progress = [&, base](std::uint64_t done, std::uint64_t) {
-        progress.Update(base + done, total);
-        return true;
-      };
-      if (read_status.ok()) {
-        auto stats = src.CopyRows(r, e, buf, w);
-        read_status = stats.status();
-        if (stats.ok()) {
-          sum.bytes += stats->bytes;
-          sum.wire_bytes += stats->wire_bytes;
-          sum.resumes += stats->resumes;
-          sum.bad_chunks += stats->bad_chunks;
-          sum.streams = std::max(sum.streams, stats->streams);
-          sum.local = stats->local;
-        }
-      }
+  ro.progress = [&](std::uint64_t done, std::uint64_t) {
+    progress.Update(done, total);
+    return true;
+  };
+  // Rows go to the output as they arrive: from a server, straight from gRPC's receive buffers
+  // into a .npy file; otherwise through two windows of about 64 MiB (RowSource::WriteRows).
+  auto stats = src.WriteRows(begin, end, *sink, ro);
+  if (!stats.ok()) {
+    progress.Finish();
+    Status why = stats.status();
+    if (why.code() == StatusCode::kDeadlineExceeded && a.timeout_s > 0) {
+      why = Status::DeadlineExceeded("pull of table '" + desc.name + "' passed its --timeout (" +
+                                     why.message() + ")");
     }
-    // The previous window has been written meanwhile (or failed).
-    Status write_status = writing.valid() ? writing.get() : Status::OK();
-    if (!write_status.ok() || !read_status.ok()) {
-      progress.Finish();
-      return ReportError("pull", !write_status.ok() ? write_status : read_status);
-    }
-    if (r < end) {
-      std::span<const std::byte> rows = bufs[k % 2];
-      writing = std::async(std::launch::async, [&sink, rows] {
-        Status ws = sink->Write(rows);
-        return ws;
-      });
-    }
-    r = e;
+    return ReportError("pull", why);
   }
+  const client::LoadStats& sum = *stats;
   st = sink->Finish(src, begin, end);
   progress.Finish();
   if (!st.ok()) return ReportError("pull", st);

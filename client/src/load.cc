@@ -6,6 +6,7 @@
 #include <thread>
 
 #include "embstore/client/client.h"
+#include "embstore/client/row_source.h"
 #include "embstore/store/checksum.h"
 
 #define XXH_INLINE_ALL
@@ -13,11 +14,60 @@
 
 #include "fan_out.h"
 #include "file_reader.h"
+#include "sources.h"
 #include "transport/row_stream.h"
 
 namespace embstore::client {
 
 using Clock = std::chrono::steady_clock;
+using Bytes = std::span<const std::byte>;
+
+namespace {
+
+// Reads bytes of a payload held in pieces, front to back.
+class PieceCursor {
+ public:
+  explicit PieceCursor(std::span<const Bytes> pieces) : pieces_(pieces) {}
+
+  // Feeds the next `n` bytes to `state`.
+  void Hash(XXH3_state_t* state, std::uint64_t n) {
+    while (n > 0) {
+      const Bytes p = pieces_[index_].subspan(offset_);
+      const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(n, p.size()));
+      XXH3_64bits_update(state, p.data(), take);
+      n -= take;
+      offset_ += take;
+      if (offset_ == pieces_[index_].size()) {
+        ++index_;
+        offset_ = 0;
+      }
+    }
+  }
+  void Skip(std::uint64_t n) {
+    while (n > 0) {
+      const std::uint64_t take = std::min<std::uint64_t>(n, pieces_[index_].size() - offset_);
+      n -= take;
+      offset_ += take;
+      if (offset_ == pieces_[index_].size()) {
+        ++index_;
+        offset_ = 0;
+      }
+    }
+  }
+
+ private:
+  std::span<const Bytes> pieces_;
+  std::size_t index_ = 0, offset_ = 0;
+};
+
+std::uint64_t Checksum64(std::span<const Bytes> pieces, XXH3_state_t* state) {
+  if (pieces.size() == 1) return store::Checksum64(pieces[0]);
+  XXH3_64bits_reset(state);
+  for (Bytes p : pieces) XXH3_64bits_update(state, p.data(), p.size());
+  return XXH3_64bits_digest(state);
+}
+
+}  // namespace
 
 // Verifies one request's rows as they arrive (PROTOCOL.md, "Verifying a chunk"): every block the
 // request holds entirely against its stored checksum, hashed across chunks when it arrives in
@@ -30,15 +80,17 @@ class StreamVerifier {
   StreamVerifier(const StreamVerifier&) = delete;
   StreamVerifier& operator=(const StreamVerifier&) = delete;
 
-  // Adds a chunk (header already checked) whose raw bytes are `payload`; returns the row up to
-  // which the request's rows are now verified, or Corruption.
-  Result<std::uint64_t> Add(const wire::RowChunkFields& c, std::span<const std::byte> payload);
+  // Adds a chunk (header already checked) whose raw bytes are `payload`, held in one piece or
+  // several (one after another); returns the row up to which the request's rows are now
+  // verified, or Corruption.
+  Result<std::uint64_t> Add(const wire::RowChunkFields& c, std::span<const Bytes> payload);
 
  private:
   const TableDesc& desc_;
   std::uint64_t begin_, end_;
   std::uint64_t verified_;
-  XXH3_state_t* state_;
+  XXH3_state_t* state_;    // a block's hash, across chunks
+  XXH3_state_t* scratch_;  // a payload checksum over pieces
 };
 
 // One Load() call. Workers each own a contiguous, block-aligned part of the range and write only
@@ -46,7 +98,11 @@ class StreamVerifier {
 class Loader {
  public:
   Loader(Client& client, const TableDesc& desc, std::span<std::byte> out, const LoadOptions& o)
-      : client_(client), desc_(desc), out_(out), o_(o) {}
+      : client_(client), desc_(desc), out_(out), total_(out.size()), o_(o) {}
+  // Raw rows into `sink` instead of a buffer; always streamed.
+  Loader(Client& client, const TableDesc& desc, RowSink& sink, std::uint64_t total,
+         const LoadOptions& o)
+      : client_(client), desc_(desc), sink_(&sink), total_(total), o_(o) {}
 
   Result<LoadStats> Run();
 
@@ -69,6 +125,8 @@ class Loader {
   Client& client_;
   const TableDesc& desc_;
   std::span<std::byte> out_;
+  RowSink* sink_ = nullptr;
+  std::uint64_t total_;  // bytes of the output
   const LoadOptions& o_;
   std::uint64_t begin_ = 0, end_ = 0;
   std::optional<Clock::time_point> deadline_;
@@ -137,12 +195,21 @@ Status Loader::CheckChunk(const wire::RowChunkFields& c) const {
 }
 
 StreamVerifier::StreamVerifier(const TableDesc& desc, std::uint64_t begin, std::uint64_t end)
-    : desc_(desc), begin_(begin), end_(end), verified_(begin), state_(XXH3_createState()) {}
+    : desc_(desc),
+      begin_(begin),
+      end_(end),
+      verified_(begin),
+      state_(XXH3_createState()),
+      scratch_(XXH3_createState()) {}
 
-StreamVerifier::~StreamVerifier() { XXH3_freeState(state_); }
+StreamVerifier::~StreamVerifier() {
+  XXH3_freeState(state_);
+  XXH3_freeState(scratch_);
+}
 
 Result<std::uint64_t> StreamVerifier::Add(const wire::RowChunkFields& c,
-                                          std::span<const std::byte> payload) {
+                                          std::span<const Bytes> payload) {
+  PieceCursor cursor(payload);
   const std::uint64_t br = desc_.block_rows;
   const std::uint64_t stop = c.first_row + c.row_count;
   std::optional<bool> payload_ok;  // computed once, if a cut block needs it
@@ -151,13 +218,13 @@ Result<std::uint64_t> StreamVerifier::Add(const wire::RowChunkFields& c,
     const std::uint64_t bs = b * br;
     const std::uint64_t be = std::min(bs + br, desc_.rows);
     const std::uint64_t pe = std::min(stop, be);
-    auto piece =
-        payload.subspan((row - c.first_row) * desc_.row_bytes, (pe - row) * desc_.row_bytes);
+    const std::uint64_t piece_bytes = (pe - row) * desc_.row_bytes;
     if (bs < begin_ || be > end_) {
       // A cut block: the request never holds all of it, so the chunk's payload checksum (of
       // the transfer) is all there is to check.
       if (!payload_ok) {
-        payload_ok = c.payload_checksum && store::Checksum64(payload) == *c.payload_checksum;
+        payload_ok =
+            c.payload_checksum && Checksum64(payload, scratch_) == *c.payload_checksum;
       }
       if (!*payload_ok) {
         return Status::Corruption("table '" + desc_.name + "' rows [" +
@@ -165,9 +232,10 @@ Result<std::uint64_t> StreamVerifier::Add(const wire::RowChunkFields& c,
                                   "): chunk does not match its payload checksum");
       }
       if (verified_ == row) verified_ = pe;
+      cursor.Skip(piece_bytes);
     } else {
       if (row == bs) XXH3_64bits_reset(state_);
-      XXH3_64bits_update(state_, piece.data(), piece.size());
+      cursor.Hash(state_, piece_bytes);
       if (pe == be) {
         if (XXH3_64bits_digest(state_) != c.block_checksums[b - c.first_block]) {
           return Status::Corruption("table '" + desc_.name + "': block " + std::to_string(b) +
@@ -198,6 +266,7 @@ bool Loader::SleepBackoff(int attempt) {
 
 Status Loader::Stream(int index, Part part) {
   std::vector<std::byte> scratch;
+  std::vector<Bytes> pieces;  // a chunk's payload, for the sink
   const std::uint64_t out_row_bytes = o_.to_f32 ? desc_.dim * 4 : desc_.row_bytes;
   std::uint64_t verified = part.begin;  // rows before this are verified and in place
   int attempt = 0;                      // consecutive failures without progress
@@ -219,6 +288,7 @@ Status Loader::Stream(int index, Part part) {
     std::uint64_t next = verified;  // the row the next chunk must start at
     transport::StreamEnd end;
     Status chunk_error;
+    Status sink_error;  // the output refused a write: final, not worth a retry
     {
       transport::RowStream call(client_, index, /*fresh=*/!first_attempt, deadline_, req,
                                 &fan_.cancel());
@@ -241,16 +311,31 @@ Status Loader::Stream(int index, Part part) {
         }
         chunk_error = CheckChunk(f);
         if (!chunk_error.ok()) break;
-        // One copy, from gRPC's receive buffers to where the rows belong, then verified there.
-        // Rows that fail verification are overwritten by the refetch, or the load fails.
-        std::span<std::byte> landing = Landing(f, &scratch);
-        chunk.CopyPayload(landing.data());
-        auto now_verified = verifier.Add(f, landing);
+        Result<std::uint64_t> now_verified = verified;
+        if (sink_ != nullptr) {
+          // Verified where gRPC received it, then written to the sink from there. Rows of a
+          // block that fails later are written again by the refetch, or the load fails.
+          pieces.clear();
+          for (const wire::Piece& p : chunk.payload) pieces.push_back(std::as_bytes(p));
+          now_verified = verifier.Add(f, pieces);
+          if (now_verified.ok()) {
+            sink_error = sink_->WriteAt((f.first_row - begin_) * desc_.row_bytes, pieces);
+            if (!sink_error.ok()) break;
+          }
+        } else {
+          // One copy, from gRPC's receive buffers to where the rows belong, then verified
+          // there. Rows that fail verification are overwritten by the refetch, or the load
+          // fails.
+          std::span<std::byte> landing = Landing(f, &scratch);
+          chunk.CopyPayload(landing.data());
+          const Bytes whole[] = {landing};
+          now_verified = verifier.Add(f, whole);
+          if (now_verified.ok() && landing.data() == scratch.data()) Place(next, landing);
+        }
         if (!now_verified.ok()) {
           chunk_error = now_verified.status();
           break;
         }
-        if (landing.data() == scratch.data()) Place(next, landing);
         next += f.row_count;
         if (*now_verified > verified) {
           done_bytes_ += (*now_verified - verified) * out_row_bytes;
@@ -263,9 +348,10 @@ Status Loader::Stream(int index, Part part) {
         chunk_error = Status::Corruption("table '" + desc_.name + "' from '" +
                                          client_.options_.target + "': " + decode_error);
       }
-      if (!chunk_error.ok()) call.Cancel();
+      if (!chunk_error.ok() || !sink_error.ok()) call.Cancel();
       end = call.Finish();
     }
+    if (!sink_error.ok()) return sink_error;
     if (verified >= part.end && chunk_error.ok()) return Status::OK();
     if (fan_.cancel().cancelled()) return Status::Cancelled("load cancelled");
 
@@ -327,11 +413,11 @@ Result<LoadStats> Loader::Run() {
   if (o_.timeout.count() > 0) deadline_ = Clock::now() + o_.timeout;
   auto start = Clock::now();
   // A first report before any work: the caller can cancel (or notice Ctrl-C) even a short load.
-  if (o_.progress && !o_.progress(0, out_.size())) {
+  if (o_.progress && !o_.progress(0, total_)) {
     return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
   }
 
-  if (o_.allow_local) {
+  if (o_.allow_local && sink_ == nullptr) {
     auto local = internal::FileReader::OpenServersFile(desc_);
     if (local.ok()) {
       if (o_.on_event) {
@@ -363,13 +449,13 @@ Result<LoadStats> Loader::Run() {
       [&](int i) { return Stream(i, parts[static_cast<std::size_t>(i)]); }, o_.on_event,
       [&]() -> Status {
         if ((o_.cancel && o_.cancel->cancelled()) ||
-            (o_.progress && !o_.progress(done_bytes_.load(), out_.size()))) {
+            (o_.progress && !o_.progress(done_bytes_.load(), total_))) {
           return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
         }
         return Status::OK();
       });
   EMBSTORE_RETURN_NOT_OK(st);
-  if (o_.progress) o_.progress(done_bytes_.load(), out_.size());
+  if (o_.progress) o_.progress(done_bytes_.load(), total_);
 
   LoadStats stats;
   stats.rows = end_ - begin_;
@@ -383,4 +469,22 @@ Result<LoadStats> Loader::Run() {
   return stats;
 }
 
+namespace internal {
+
+Result<LoadStats> StreamRowsInto(Client& client, const TableDesc& desc, RowSink& sink,
+                                 const LoadOptions& options) {
+  LoadOptions o = options;
+  o.to_f32 = false;
+  o.allow_local = false;
+  const std::uint64_t end = o.end_row.value_or(desc.rows);
+  if (o.begin_row > end || end > desc.rows) {
+    return Status::OutOfRange("rows [" + std::to_string(o.begin_row) + ", " +
+                              std::to_string(end) + ") of table '" + desc.name + "' (" +
+                              std::to_string(desc.rows) + " rows)");
+  }
+  Loader loader(client, desc, sink, (end - o.begin_row) * desc.row_bytes, o);
+  return loader.Run();
+}
+
+}  // namespace internal
 }  // namespace embstore::client

@@ -12,6 +12,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -125,6 +126,120 @@ TEST_F(RowSourceTest, EveryKindReadsTheSameBytesForAnyRangeAndThreadCount) {
       }
     }
   }
+}
+
+// A RowSink into memory that records how it was called.
+class MemorySink final : public RowSink {
+ public:
+  MemorySink(std::uint64_t size, bool ordered) : bytes_(size), ordered_(ordered) {}
+  bool ordered() const override { return ordered_; }
+  Status WriteAt(std::uint64_t offset,
+                 std::span<const std::span<const std::byte>> pieces) override {
+    std::lock_guard<std::mutex> l(mu_);
+    ++calls_;
+    if (fail_at_call_ == calls_) return Status::IOError("write 'out': No space left on device");
+    if (offset < next_) out_of_order_ = true;
+    for (auto p : pieces) {
+      EXPECT_LE(offset + p.size(), bytes_.size());
+      std::memcpy(bytes_.data() + offset, p.data(), p.size());
+      offset += p.size();
+    }
+    max_pieces_ = std::max(max_pieces_, pieces.size());
+    next_ = offset;
+    return Status::OK();
+  }
+
+  std::vector<std::byte> bytes_;
+  bool ordered_;
+  std::mutex mu_;
+  int calls_ = 0;
+  int fail_at_call_ = 0;  // this call (1-based) fails
+  std::uint64_t next_ = 0;
+  bool out_of_order_ = false;
+  std::size_t max_pieces_ = 0;
+};
+
+TEST_F(RowSourceTest, WriteRowsGivesEverySinkTheSameBytesAsCopyRows) {
+  const std::string path = Write("t", 3000, 24, DType::kF16, 100);
+  Serve();
+  std::vector<std::unique_ptr<RowSource>> sources;
+  sources.push_back(*OpenFileSource(path));
+  sources.push_back(*OpenServerSource(Connect(), "t", /*allow_local=*/true));
+  sources.push_back(*OpenServerSource(Connect(), "t", /*allow_local=*/false));
+  for (auto& s : sources) {
+    for (auto [b, e] : {std::pair<std::uint64_t, std::uint64_t>{0, 3000}, {17, 2950}, {100, 200},
+                        {2999, 3000}, {5, 5}}) {
+      for (bool to_f32 : {false, true}) {
+        for (bool ordered : {false, true}) {
+          ReadOptions o;
+          o.to_f32 = to_f32;
+          o.streams = 3;
+          o.chunk_bytes = 1000;  // chunks of 20 rows: pieces of the 100-row blocks
+          std::uint64_t last_done = 0;
+          o.progress = [&](std::uint64_t done, std::uint64_t total) {
+            EXPECT_EQ(total, *s->OutputBytes(b, e, to_f32));
+            EXPECT_GE(done, last_done);
+            last_done = done;
+            return true;
+          };
+          MemorySink sink(*s->OutputBytes(b, e, to_f32), ordered);
+          auto st = s->WriteRows(b, e, sink, o);
+          ASSERT_TRUE(st.ok()) << s->kind() << ": " << st.status().ToString();
+          EXPECT_EQ(st->rows, e - b);
+          EXPECT_EQ(last_done, sink.bytes_.size());
+          EXPECT_EQ(sink.bytes_, Expected(path, b, e, to_f32))
+              << s->kind() << " " << b << ":" << e << " f32 " << to_f32 << " ordered " << ordered;
+          if (ordered) {
+            EXPECT_FALSE(sink.out_of_order_);
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_F(RowSourceTest, StreamedWriteRowsRefetchesACorruptChunkAndStopsAtAFailedWrite) {
+  const std::string path = Write("t", 2000, 16, DType::kF32, 50);
+  Serve();
+  auto src = *OpenServerSource(Connect(), "t", /*allow_local=*/false);
+  const std::vector<std::byte> want = Expected(path, 0, 2000, false);
+  // A byte of block 21 flipped in the server's file, put back once the client has noticed.
+  const std::uint64_t at = (*store::Table::Open(path))->data_offset() + 1077 * 64 + 9;
+  const int fd = ::open(path.c_str(), O_RDWR);
+  ASSERT_GE(fd, 0);
+  unsigned char orig, bad;
+  ASSERT_EQ(::pread(fd, &orig, 1, at), 1);
+  bad = orig ^ 0x21;
+  ASSERT_EQ(::pwrite(fd, &bad, 1, at), 1);
+  ReadOptions o;
+  o.streams = 2;
+  o.chunk_bytes = 20000;
+  o.initial_backoff = std::chrono::milliseconds(300);
+  bool noticed = false;
+  o.on_event = [&](const LoadEvent& e) {
+    if (e.kind != LoadEvent::Kind::kBadChunk) return;
+    noticed = true;
+    EXPECT_NE(e.message.find("block 21 (rows [1050, 1100))"), std::string::npos) << e.message;
+    EXPECT_EQ(::pwrite(fd, &orig, 1, at), 1);
+  };
+  MemorySink sink(want.size(), /*ordered=*/false);
+  auto st = src->WriteRows(0, 2000, sink, o);
+  ::close(fd);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  EXPECT_TRUE(noticed);
+  EXPECT_GE(st->bad_chunks, 1);
+  EXPECT_EQ(sink.bytes_, want);
+
+  // A write the output refuses ends the read with that error, without retries.
+  MemorySink full(want.size(), /*ordered=*/false);
+  full.fail_at_call_ = 3;
+  int resumes = 0;
+  o.on_event = [&](const LoadEvent& e) { resumes += e.kind == LoadEvent::Kind::kResume; };
+  auto failed = src->WriteRows(0, 2000, full, o);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kIOError);
+  EXPECT_NE(failed.status().message().find("No space left on device"), std::string::npos);
+  EXPECT_EQ(resumes, 0);
 }
 
 TEST_F(RowSourceTest, KeysAndKeyLookupsFromFilesAndServers) {

@@ -31,6 +31,21 @@ class ServerSource final : public RowSource {
     return client_->LoadDescribed(desc_, out, o);
   }
 
+  Result<LoadStats> WriteRows(std::uint64_t begin, std::uint64_t end, RowSink& sink,
+                              const ReadOptions& options) override {
+    const bool convert = options.to_f32 && desc_.dtype != store::DType::kF32;
+    if (local_ || convert || sink.ordered()) {
+      return RowSource::WriteRows(begin, end, sink, options);
+    }
+    // Streamed: every chunk goes from gRPC's receive buffers to the sink, verified on the way.
+    EMBSTORE_RETURN_NOT_OK(OutputBytes(begin, end, false).status());
+    LoadOptions o;
+    static_cast<ReadOptions&>(o) = options;
+    o.begin_row = begin;
+    o.end_row = end;
+    return internal::StreamRowsInto(*client_, desc_, sink, o);
+  }
+
   Result<KeyCopyResult> CopyKeys(std::span<const std::string> keys, std::span<std::byte> out,
                                  const ReadOptions& options) override {
     if (local_) {

@@ -30,6 +30,12 @@ void ScatterLookup(std::span<const std::byte> data, const std::vector<std::uint3
                    std::size_t requested, store::DType dtype, std::uint64_t dim, bool to_f32,
                    std::span<std::byte> out);
 
+// Streams rows [options.begin_row, end_row) of the table `desc` describes from `client` into
+// `sink` (raw rows, never the local path): each chunk is verified and handed over from gRPC's
+// receive buffers, not copied in between.
+Result<LoadStats> StreamRowsInto(Client& client, const TableDesc& desc, RowSink& sink,
+                                 const LoadOptions& options);
+
 }  // namespace embstore::client::internal
 
 #endif  // EMBSTORE_CLIENT_SRC_SOURCES_H_

@@ -44,6 +44,21 @@ struct KeyCopyResult {
   std::vector<std::uint32_t> missing;
 };
 
+// Where RowSource::WriteRows puts rows: an output that takes writes by offset, such as a file.
+class RowSink {
+ public:
+  virtual ~RowSink() = default;
+  // Bytes [offset, offset + the pieces' total size) of the output, counted from the read's first
+  // row, as `pieces` to be written one after another. Unless ordered(), called from the read's
+  // worker threads at the same time for disjoint ranges, and a range may be written again (rows
+  // fetched again after a failed check) before the read succeeds. An error fails the read.
+  virtual Status WriteAt(std::uint64_t offset,
+                         std::span<const std::span<const std::byte>> pieces) = 0;
+  // Whether WriteAt must be called in row order, one call at a time, each range once (a writer
+  // that appends).
+  virtual bool ordered() const { return false; }
+};
+
 class RowSource {
  public:
   virtual ~RowSource() = default;
@@ -63,6 +78,15 @@ class RowSource {
   // Nothing is written outside `out`; on error its content is unspecified.
   virtual Result<LoadStats> CopyRows(std::uint64_t begin, std::uint64_t end,
                                      std::span<std::byte> out, const ReadOptions& options) = 0;
+
+  // Rows [begin, end) into `sink` (OutputBytes(begin, end, options.to_f32) bytes in all), with
+  // the progress, timeout and cancellation of `options` covering the whole read. A server
+  // source streaming raw rows hands each chunk to an unordered sink from gRPC's receive buffers,
+  // so rows are not copied on the way; otherwise windows of about 64 MiB are read with CopyRows
+  // into one of two buffers while the other is written, in row order: memory stays at two
+  // windows whatever the range's size.
+  virtual Result<LoadStats> WriteRows(std::uint64_t begin, std::uint64_t end, RowSink& sink,
+                                      const ReadOptions& options);
 
   // The rows of `keys`, in request order, into `out` (keys.size() rows of the output type);
   // rows of keys the table lacks are left as they were and listed in the result.
