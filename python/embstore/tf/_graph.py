@@ -42,14 +42,18 @@ class _Feeder:
                                                     dtype=variable.dtype.base_dtype)
                 self.release = tf.numpy_function(self._start_release, [current], tf.bool,
                                                  stateful=True, name="release_zero_pages")
-                self.detach = tf.raw_ops.AssignVariableOp(
-                    resource=variable.handle, value=tf.raw_ops.Empty(
-                        shape=variable.shape.as_list(), dtype=variable.dtype.base_dtype,
-                        init=False), name="detach")
-        # The sessions this feeder has written the variable in, and the thread releasing the
-        # zero pages of the variable's old buffer during a load.
+                loaded = tf.numpy_function(self._load_pending, [], variable.dtype.base_dtype,
+                                           stateful=True, name="load")
+                loaded.set_shape(variable.shape)
+                self.adopt = tf.raw_ops.AssignVariableOp(resource=variable.handle, value=loaded,
+                                                         name="adopt")
+        # The sessions this feeder has written the variable in; the thread releasing the zero
+        # pages of the variable's old buffer during a load; the read _load_pending does, and
+        # what it raised.
         self._written = weakref.WeakSet()
         self._releasing = None
+        self._pending = None
+        self._error = None
 
     def _start_release(self, value):
         """In the session, on the variable's buffer (shared, not copied: the variable has not
@@ -62,21 +66,34 @@ class _Feeder:
         self._releasing.start()
         return np.bool_(True)
 
-    def _release_folded_zeros(self, session):
-        """Before the first write in `session`. In graph mode Grappler folds a zeros initializer
-        into a constant that the session keeps, and a resource variable initialized from it shares
-        the constant's buffer: the first write would copy the variable out of it and leave the
-        constant holding a second variable's worth of memory that nobody reads again. Instead,
-        the variable gets a new, untouched buffer (the rows overwrite all of it) while a thread
-        returns the old buffer's zero pages to the kernel (embstore._pages: they still read as
-        zeros), faster than the rows land, so peak memory stays about the variable and the
-        chunks. The read that finds the buffer shares it only until the variable's first sparse
-        access, which is why this runs once per session, before embstore's first scatter."""
+    def _load_pending(self):
+        """In the session: every row of the variable, read straight into a new 64-byte aligned
+        array that TensorFlow takes without a copy and AssignVariableOp adopts as the variable's
+        buffer (nothing else holds it)."""
+        src, table, begin, end, kwargs = self._pending
+        try:
+            return _load(src, table, rows=(begin, end), dtype=self.load_dtype,
+                         **kwargs).astype(self.np_dtype, copy=False)
+        except BaseException as e:  # re-raised by run(), as embstore raised it
+            self._error = e
+            raise
+
+    def _releasing_folded_zeros(self, session):
+        """Before the first write in `session`: whether the variable's buffer holds only zeros
+        that are being returned to the kernel, so the variable may take a new buffer instead.
+
+        In graph mode Grappler folds a zeros initializer into a constant that the session keeps,
+        and a resource variable initialized from it shares the constant's buffer: a write into
+        the variable would copy it out of the constant and leave the constant holding a second
+        variable's worth of memory that nobody reads again. A thread returns those zero pages
+        to the kernel instead (embstore._pages: they still read as zeros), faster than the rows
+        land, so peak memory stays about one variable. The read that finds the buffer shares it
+        only until the variable's first sparse access, which is why this runs once per session,
+        before embstore's first write."""
         if self.release is None or session in self._written:
-            return
+            return False
         self._written.add(session)
-        if session.run(self.release):
-            session.run(self.detach)
+        return bool(session.run(self.release))
 
     def _finish_release(self):
         if self._releasing is not None:
@@ -86,16 +103,30 @@ class _Feeder:
     def run(self, session, src, table, first_row, chunk_rows, **load_kwargs):
         rows = int(self.variable.shape[0])
         desc = src.describe(table)
-        chunk = _chunk_rows(chunk_rows, int(self.variable.shape[1]),
-                            np.dtype(self.np_dtype).itemsize)
-        # The fed arrays are 64-byte aligned, so the session takes them without a copy; the
-        # scatter copies each row into the variable. Reading the next chunk overlaps the write.
+        read_kwargs = _read_kwargs(load_kwargs)
         try:
-            self._release_folded_zeros(session)
+            if self._releasing_folded_zeros(session):
+                # The old buffer is going: the variable adopts a new one holding the rows, read
+                # once, with no chunks and no copy on the way.
+                self._pending = (src, table, first_row, first_row + rows, read_kwargs)
+                try:
+                    session.run(self.adopt)
+                except tf.errors.OpError:
+                    if self._error is not None:
+                        raise self._error from None
+                    raise
+                return
+            # In place: the fed arrays are 64-byte aligned, so the session takes them without a
+            # copy; the scatter copies each row into the variable. Reading the next chunk
+            # overlaps the write.
+            chunk = _chunk_rows(chunk_rows, int(self.variable.shape[1]),
+                                np.dtype(self.np_dtype).itemsize)
             for off, arr in _chunks_into(src, table, desc, first_row, first_row + rows, chunk,
-                                         self.np_dtype, **_read_kwargs(load_kwargs)):
+                                         self.np_dtype, **read_kwargs):
                 session.run(self.op, {self.begin: off, self.values: arr})
         finally:
+            self._pending = None
+            self._error = None
             self._finish_release()
 
 
