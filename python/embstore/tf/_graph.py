@@ -177,9 +177,11 @@ def initialize(session, mapping, source, *, chunk_rows=None, **load_kwargs):
     """TF1 graph mode: fills variables from tables in `session`.
 
     mapping: {variable: "table"} or {variable: ("table", (begin, end))}.
-    The first call for a variable adds a few placeholders and one assign op per variable
+    The first call for a variable adds a few placeholders and assign ops per variable
     (partition) to the session's graph; later calls reuse them, also once the graph is finalized.
-    The table's values are fed at run time and never stored in the graph.
+    The table's values are read at run time and never stored in the graph. A resource variable
+    that holds zeros (a zeros initializer) adopts one new array of its rows while its old pages
+    go back to the kernel; any other variable is written in place, chunk_rows at a time.
     """
     specs = _specs(mapping)
     feeders = _feeders(session.graph, specs, "initialize")
