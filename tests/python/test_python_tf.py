@@ -265,7 +265,9 @@ def test_hook_does_not_run_the_variables_own_initializer(table, kind):
     assert calls == []
 
 
-_HOOK_MEMORY = """
+# The start of the programs that measure a load's peak memory in a process of its own:
+# argv is (table file, rows, dim).
+_MEMORY_PROGRAM = """
 import os, sys
 os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
 import tensorflow as tf
@@ -277,7 +279,9 @@ def peak_kib():
             return int(line.split()[1])
 
 rows, dim = int(sys.argv[2]), int(sys.argv[3])
-with tf.Graph().as_default():
+"""
+
+_HOOK_MEMORY = _MEMORY_PROGRAM + """with tf.Graph().as_default():
     v = tf.compat.v1.get_variable("item_mat", [rows, dim], initializer=tf.zeros_initializer())
     embstore.tf.init_hook({v: None}, sys.argv[1]).begin()
     init = tf.compat.v1.global_variables_initializer()
@@ -305,19 +309,7 @@ def test_hook_initialization_holds_the_variable_once(make_table_bin, tmp_path):
     assert extra < rows * dim * 4 * 1.25, f"{extra / 2**20:.0f} MiB for a 64 MiB variable"
 
 
-_INITIALIZE_MEMORY = """
-import os, sys
-os.environ["TF_CPP_MIN_LOG_LEVEL"] = "3"
-import tensorflow as tf
-import embstore.tf
-
-def peak_kib():
-    for line in open("/proc/self/status"):
-        if line.startswith("VmHWM"):
-            return int(line.split()[1])
-
-rows, dim = int(sys.argv[2]), int(sys.argv[3])
-with tf.Graph().as_default():
+_INITIALIZE_MEMORY = _MEMORY_PROGRAM + """with tf.Graph().as_default():
     v = tf.compat.v1.get_variable("item_mat", [rows, dim], initializer=tf.zeros_initializer(),
                                   use_resource=True)
     biggest = tf.reduce_max(tf.abs(v))
