@@ -135,7 +135,8 @@ tf215_pytest() {
   local rc=0
   wait "$tf215_test_pid" || rc=$?
   cat "$tf215_out"
-  echo "test: the TensorFlow 2.15 suite ran $((SECONDS - tf215_start)) s, beside the pytest step"
+  echo "test: the TensorFlow 2.15 suite started $((SECONDS - tf215_start)) s ago, beside the pytest" \
+    "step (its own time is in its last line above)"
   rm -rf "$tf215_out" "$tf215_tmp"
   return $rc
 }
