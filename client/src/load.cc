@@ -29,23 +29,12 @@ class PieceCursor {
  public:
   explicit PieceCursor(std::span<const Bytes> pieces) : pieces_(pieces) {}
 
-  // Feeds the next `n` bytes to `state`.
-  void Hash(XXH3_state_t* state, std::uint64_t n) {
+  // Moves past the next `n` bytes, feeding them to `state` unless it is null.
+  void Take(std::uint64_t n, XXH3_state_t* state) {
     while (n > 0) {
       const Bytes p = pieces_[index_].subspan(offset_);
       const std::size_t take = static_cast<std::size_t>(std::min<std::uint64_t>(n, p.size()));
-      XXH3_64bits_update(state, p.data(), take);
-      n -= take;
-      offset_ += take;
-      if (offset_ == pieces_[index_].size()) {
-        ++index_;
-        offset_ = 0;
-      }
-    }
-  }
-  void Skip(std::uint64_t n) {
-    while (n > 0) {
-      const std::uint64_t take = std::min<std::uint64_t>(n, pieces_[index_].size() - offset_);
+      if (state != nullptr) XXH3_64bits_update(state, p.data(), take);
       n -= take;
       offset_ += take;
       if (offset_ == pieces_[index_].size()) {
@@ -60,8 +49,8 @@ class PieceCursor {
   std::size_t index_ = 0, offset_ = 0;
 };
 
+// store::Checksum64 of the pieces one after another.
 std::uint64_t Checksum64(std::span<const Bytes> pieces, XXH3_state_t* state) {
-  if (pieces.size() == 1) return store::Checksum64(pieces[0]);
   XXH3_64bits_reset(state);
   for (Bytes p : pieces) XXH3_64bits_update(state, p.data(), p.size());
   return XXH3_64bits_digest(state);
@@ -232,10 +221,10 @@ Result<std::uint64_t> StreamVerifier::Add(const wire::RowChunkFields& c,
                                   "): chunk does not match its payload checksum");
       }
       if (verified_ == row) verified_ = pe;
-      cursor.Skip(piece_bytes);
+      cursor.Take(piece_bytes, nullptr);
     } else {
       if (row == bs) XXH3_64bits_reset(state_);
-      cursor.Hash(state_, piece_bytes);
+      cursor.Take(piece_bytes, state_);
       if (pe == be) {
         if (XXH3_64bits_digest(state_) != c.block_checksums[b - c.first_block]) {
           return Status::Corruption("table '" + desc_.name + "': block " + std::to_string(b) +
@@ -476,12 +465,7 @@ Result<LoadStats> StreamRowsInto(Client& client, const TableDesc& desc, RowSink&
   LoadOptions o = options;
   o.to_f32 = false;
   o.allow_local = false;
-  const std::uint64_t end = o.end_row.value_or(desc.rows);
-  if (o.begin_row > end || end > desc.rows) {
-    return Status::OutOfRange("rows [" + std::to_string(o.begin_row) + ", " +
-                              std::to_string(end) + ") of table '" + desc.name + "' (" +
-                              std::to_string(desc.rows) + " rows)");
-  }
+  const std::uint64_t end = o.end_row.value_or(desc.rows);  // checked by the caller
   Loader loader(client, desc, sink, (end - o.begin_row) * desc.row_bytes, o);
   return loader.Run();
 }

@@ -59,6 +59,16 @@ class RowSourceTest : public ::testing::Test {
     c.target = server_->addresses()[0];
     return c;
   }
+  // The table file `path`, served as `table`: as a file source, a server source that reads the
+  // file locally, and one that streams.
+  std::vector<std::unique_ptr<RowSource>> FileAndServerSources(const std::string& path,
+                                                               const std::string& table) const {
+    std::vector<std::unique_ptr<RowSource>> sources;
+    sources.push_back(*OpenFileSource(path));
+    sources.push_back(*OpenServerSource(Connect(), table, /*allow_local=*/true));
+    sources.push_back(*OpenServerSource(Connect(), table, /*allow_local=*/false));
+    return sources;
+  }
 
   // The bytes rows [b, e) should read as: from the mapped table, converted when asked.
   static std::vector<std::byte> Expected(const std::string& path, std::uint64_t b,
@@ -92,10 +102,7 @@ class RowSourceTest : public ::testing::Test {
 TEST_F(RowSourceTest, EveryKindReadsTheSameBytesForAnyRangeAndThreadCount) {
   const std::string path = Write("t", 3000, 24, DType::kF16, 100);
   Serve();
-  std::vector<std::unique_ptr<RowSource>> sources;
-  sources.push_back(*OpenFileSource(path));
-  sources.push_back(*OpenServerSource(Connect(), "t", /*allow_local=*/true));
-  sources.push_back(*OpenServerSource(Connect(), "t", /*allow_local=*/false));
+  std::vector<std::unique_ptr<RowSource>> sources = FileAndServerSources(path, "t");
   {
     ShardManifest m;
     m.origin = "m.json";
@@ -144,7 +151,6 @@ class MemorySink final : public RowSink {
       std::memcpy(bytes_.data() + offset, p.data(), p.size());
       offset += p.size();
     }
-    max_pieces_ = std::max(max_pieces_, pieces.size());
     next_ = offset;
     return Status::OK();
   }
@@ -156,16 +162,12 @@ class MemorySink final : public RowSink {
   int fail_at_call_ = 0;  // this call (1-based) fails
   std::uint64_t next_ = 0;
   bool out_of_order_ = false;
-  std::size_t max_pieces_ = 0;
 };
 
 TEST_F(RowSourceTest, WriteRowsGivesEverySinkTheSameBytesAsCopyRows) {
   const std::string path = Write("t", 3000, 24, DType::kF16, 100);
   Serve();
-  std::vector<std::unique_ptr<RowSource>> sources;
-  sources.push_back(*OpenFileSource(path));
-  sources.push_back(*OpenServerSource(Connect(), "t", /*allow_local=*/true));
-  sources.push_back(*OpenServerSource(Connect(), "t", /*allow_local=*/false));
+  std::vector<std::unique_ptr<RowSource>> sources = FileAndServerSources(path, "t");
   for (auto& s : sources) {
     for (auto [b, e] : {std::pair<std::uint64_t, std::uint64_t>{0, 3000}, {17, 2950}, {100, 200},
                         {2999, 3000}, {5, 5}}) {
@@ -245,10 +247,7 @@ TEST_F(RowSourceTest, StreamedWriteRowsRefetchesACorruptChunkAndStopsAtAFailedWr
 TEST_F(RowSourceTest, KeysAndKeyLookupsFromFilesAndServers) {
   const std::string path = Write("t", 500, 8, DType::kF32, 64);
   Serve();
-  std::vector<std::unique_ptr<RowSource>> sources;
-  sources.push_back(*OpenFileSource(path));
-  sources.push_back(*OpenServerSource(Connect(), "t", true));
-  sources.push_back(*OpenServerSource(Connect(), "t", false));
+  std::vector<std::unique_ptr<RowSource>> sources = FileAndServerSources(path, "t");
   const std::vector<std::string> keys{"key7", "nope", "key499", "key0", "also-nope"};
   for (auto& s : sources) {
     std::vector<std::byte> out(keys.size() * 32, std::byte{0x55});
