@@ -5,7 +5,6 @@
 // from one client::RowSource and go to the output as they arrive (RowSource::WriteRows): a
 // server's chunks straight from gRPC's receive buffers into a .npy file, anything else through two
 // windows of about 64 MiB, so memory never holds the table. The output is written atomically.
-#include <malloc.h>
 
 #include <algorithm>
 #include <atomic>
@@ -182,18 +181,7 @@ int PullObject(const PullArgs& a, const objstore::S3Url& url) {
   return kExitOk;
 }
 
-// gRPC's receive buffers come and go with every message. By default glibc hands freed arena
-// memory back to the kernel (madvise) almost at once, so each new buffer faults its pages in
-// again, zeroed, under the address-space lock the other streams fault under too: about a tenth
-// of a streamed pull's time. This process exists for one transfer, so it keeps up to 256 MiB of
-// freed memory for reuse instead (the seed table: peak RSS about 100 MiB rather than 70).
-void KeepFreedMemoryForReuse() {
-  mallopt(M_MMAP_THRESHOLD, 32 << 20);
-  mallopt(M_TRIM_THRESHOLD, 256 << 20);
-}
-
 int Pull(const PullArgs& a) {
-  KeepFreedMemoryForReuse();
   const bool npy = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".npy") == 0;
   const bool emb = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".emb") == 0;
   if (!npy && !emb) {

@@ -147,3 +147,41 @@ def test_load_balancing_policy(tables):
     np.testing.assert_array_equal(m, expected_matrix(300, 8))
     with pytest.raises(embstore.errors.InvalidArgumentError, match="least_loaded"):
         embstore.load(tables.tcp, "f32", load_balancing="least_loaded")
+
+
+_RECEIVE_FAULTS = """
+import mmap, resource, sys
+import embstore
+src = embstore.Source.resolve(sys.argv[1])
+out = embstore.load(src, "big", streams=1, local=False)  # connects; the allocator's arena grows
+out[:] = 0
+for _ in range(4):
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+    embstore.load(src, "big", streams=1, local=False, out=out)
+    print((resource.getrusage(resource.RUSAGE_SELF).ru_minflt - before) * mmap.PAGESIZE / out.nbytes)
+"""
+
+
+def test_network_loads_reuse_their_receive_buffers(make_table_bin, server):
+    # gRPC allocates and frees its receive buffers for every read. The client asks glibc to keep
+    # freed memory (EMBSTORE_MALLOC_TUNING=0 opts out), so loads into memory already in use
+    # fault in next to no pages; with glibc's defaults each load faults in about half the
+    # table's size again, until glibc's adaptive thresholds happen to settle.
+    import os
+    import subprocess
+    import sys
+    write_table(make_table_bin, server.store / "big.emb", 131072, 128)  # 64 MiB
+    wait_for_table(server.tcp, "big")
+
+    def faulted_per_byte(**env):
+        """Pages faulted in by each of four loads, as a fraction of the table's size."""
+        out = subprocess.run([sys.executable, "-c", _RECEIVE_FAULTS, server.tcp],
+                             env={**os.environ, **env}, capture_output=True, text=True,
+                             check=True).stdout
+        return [float(x) for x in out.split()]
+
+    tuned, untuned = faulted_per_byte(), faulted_per_byte(EMBSTORE_MALLOC_TUNING="0")
+    assert min(tuned) < 0.05 and sum(tuned) < 0.5, tuned
+    assert sum(untuned) > 2 * sum(tuned), (untuned, tuned)
+    # A user's own glibc setting is left alone.
+    assert sum(faulted_per_byte(MALLOC_TRIM_THRESHOLD_="131072")) > 2 * sum(tuned)

@@ -34,6 +34,11 @@ Result<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(const ConnectO
 void PrepareContext(grpc::ClientContext* ctx, const ConnectOptions& o,
                     std::optional<std::chrono::steady_clock::time_point> deadline, bool unary);
 
+// Once per process, before the first row stream: asks glibc to keep freed memory for reuse
+// (grpc_util.cc says why). Does nothing where the user tuned glibc's allocator or another
+// allocator is in use.
+void KeepReceiveBuffersForReuse();
+
 }  // namespace embstore::client::internal
 
 namespace embstore::client {
@@ -49,6 +54,7 @@ struct Client::Impl {
   std::shared_ptr<grpc::Channel> NewChannel(const std::string& target) const {
     grpc::ChannelArguments args = base_args;
     args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
+    internal::KeepReceiveBuffersForReuse();
     return grpc::CreateCustomChannel(target, creds, args);
   }
 
