@@ -1,4 +1,4 @@
-"""Returning a buffer's all-zero pages to the kernel.
+"""Returning a buffer's all-zero pages to the kernel, or moving them into a new buffer.
 
 TensorFlow's graph optimizer folds a large zeros initializer into a constant that the session
 keeps for its life, and a resource variable initialized from it shares the constant's buffer. The
@@ -6,6 +6,12 @@ first write into the variable then copies it, and the constant's pages stay resi
 variable's worth of memory that nobody reads again. Those pages hold only zeros, and a private
 anonymous page released with madvise(MADV_DONTNEED) reads back as zeros, so releasing them
 changes no value anyone can see while the memory goes back to the system.
+
+Better still, where the buffer is about to be replaced by a new one of the same size: the pages
+move into the new buffer (mremap with MREMAP_DONTUNMAP, Linux 5.7+), and the old range is left
+mapped and empty, reading zeros as a released range does. The new buffer then needs no fresh
+pages, which the kernel would have to find and zero (and which on a virtual machine may need
+the host to back them first): filling it costs the copy of the rows alone.
 """
 import ctypes
 import mmap
@@ -15,18 +21,29 @@ import numpy as np
 
 _PAGE = mmap.PAGESIZE
 _MADV_DONTNEED = 4
+_MREMAP_MAYMOVE, _MREMAP_FIXED, _MREMAP_DONTUNMAP = 1, 2, 4
+# Page tables move whole when both ranges start at the same offset in a 2 MiB region.
+_PMD = 2 << 20
 # Scanned and released this much at a time; the scan stops at the first block that is not zero.
 _BLOCK = 2 << 20
 _libc = None
 
 
-def _madvise():
+def _lib():
     global _libc
     if _libc is None:
-        _libc = ctypes.CDLL(None, use_errno=True)
-        _libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        _libc.madvise.restype = ctypes.c_int
-    return _libc.madvise
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        libc.madvise.restype = ctypes.c_int
+        libc.mremap.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_size_t, ctypes.c_int,
+                                ctypes.c_void_p]
+        libc.mremap.restype = ctypes.c_void_p
+        _libc = libc
+    return _libc
+
+
+def _madvise():
+    return _lib().madvise
 
 
 def _private_anonymous(start, end):
@@ -68,6 +85,15 @@ def _words(array, start, end):
     return array.reshape(-1).view(np.uint8)[start - addr:end - addr].view(np.uint64)
 
 
+def _zero_prefix(words):
+    """Bytes of `words` (uint64) that are zero from the start, in whole blocks."""
+    per_block = _BLOCK // 8
+    for first in range(0, words.size, per_block):
+        if np.bitwise_or.reduce(words[first:first + per_block]):
+            return first * 8
+    return words.size * 8
+
+
 def starts_with_zero_pages(array):
     """Whether release_zero_pages(array) would release something: the buffer is private
     anonymous memory whose first block of whole pages holds only zeros."""
@@ -96,3 +122,36 @@ def release_zero_pages(array):
             break
         released += block.nbytes
     return released
+
+
+def zero_pages_into(donor, shape, dtype):
+    """A new writable, C-contiguous, page-aligned array of `shape` and `dtype` that owns the
+    zero pages of `donor` (moved, not copied: nothing new is allocated or zeroed for them), or
+    None where that is not possible (off Linux, a kernel without MREMAP_DONTUNMAP, a donor that
+    is not private anonymous memory or does not start with a block of zeros). The array's values
+    are unspecified, as np.empty's are: it is meant to be overwritten whole.
+
+    `donor` keeps its values: the pages that moved held zeros and its range still reads zeros
+    (empty, as after release_zero_pages); from its first block that is not zero on, it keeps its
+    own pages. The same caution applies: nothing may write `donor` while this runs.
+    """
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    pages = _whole_pages(donor)
+    if pages is None or nbytes < _BLOCK:
+        return None
+    start, end = pages
+    moved = min(_zero_prefix(_words(donor, start, end)), nbytes // _PAGE * _PAGE)
+    if moved == 0:
+        return None
+    size = (nbytes + _PAGE - 1) // _PAGE * _PAGE
+    buf = mmap.mmap(-1, size + _PMD, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS,
+                    prot=mmap.PROT_READ | mmap.PROT_WRITE)
+    whole = np.frombuffer(buf, np.uint8)
+    base = whole.ctypes.data
+    offset = (start - base) % _PMD
+    got = _lib().mremap(start, moved, moved, _MREMAP_MAYMOVE | _MREMAP_FIXED | _MREMAP_DONTUNMAP,
+                        base + offset)
+    if got != base + offset:  # MAP_FAILED: an older kernel, or a mapping it will not move
+        return None
+    return whole[offset:offset + nbytes].view(dtype).reshape(shape)

@@ -1,10 +1,14 @@
-"""embstore._pages.release_zero_pages: all-zero pages of private anonymous memory go back to the
-kernel and still read as zeros; anything else is left alone."""
+"""embstore._pages: all-zero pages of private anonymous memory go back to the kernel
+(release_zero_pages) or move into a new array (zero_pages_into), and the old buffer still reads
+as it did; anything else is left alone."""
 import mmap
+import resource
 
 import numpy as np
 
-from embstore._pages import _BLOCK, release_zero_pages
+import pytest
+
+from embstore._pages import _BLOCK, release_zero_pages, zero_pages_into
 
 MIB = 1 << 20
 
@@ -77,4 +81,62 @@ def test_file_backed_private_mapping_is_left_alone(tmp_path):
     assert release_zero_pages(m) == 0
     assert not m.any()
     assert resident_pages(m) >= 15 * MIB
+    del m
+
+
+def minor_faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+
+
+def moved_or_skip(donor, shape, dtype):
+    out = zero_pages_into(donor, shape, dtype)
+    if out is None:
+        pytest.skip("this kernel cannot move pages (MREMAP_DONTUNMAP needs Linux 5.7)")
+    return out
+
+
+def test_zero_pages_move_into_a_new_array_that_needs_no_new_memory():
+    donor = np.ones((4096, 4096), np.float32)
+    donor[:] = 0  # written: every page resident
+    before = rss_bytes()
+    out = moved_or_skip(donor, (2048, 8192), np.float32)
+    assert out.shape == (2048, 8192) and out.dtype == np.float32
+    assert out.flags.c_contiguous and out.flags.writeable and out.ctypes.data % mmap.PAGESIZE == 0
+    faults = minor_faults()
+    out[:] = 7.0  # the moved pages are already there: filling them faults next to nothing in
+    assert minor_faults() - faults < 64
+    assert rss_bytes() - before < 8 * MIB
+    assert (out == 7.0).all()
+    # The donor still reads zeros, from pages it no longer holds, and is still writable.
+    assert resident_pages(donor) < 2 * MIB
+    assert not donor.any()
+    donor[5, 5] = 1.0
+    assert donor.sum() == 1.0 and (out == 7.0).all()
+    del out  # unmaps the moved pages
+
+
+def test_only_the_zero_prefix_moves_and_the_donor_keeps_its_values():
+    donor = np.zeros(32 * MIB // 8, np.float64)
+    donor[:] = 0
+    donor[len(donor) // 2 + 1000] = 1.5
+    donor[-1] = -2.0
+    out = moved_or_skip(donor, (len(donor),), np.float64)
+    out[:] = 3.0
+    assert (out == 3.0).all()
+    assert donor[len(donor) // 2 + 1000] == 1.5 and donor[-1] == -2.0
+    assert np.count_nonzero(donor) == 2
+    # The second half kept its pages; the first half's moved.
+    assert 15 * MIB <= resident_pages(donor) <= 17 * MIB
+
+
+def test_no_move_from_nonzero_small_or_file_backed_buffers(tmp_path):
+    assert zero_pages_into(np.full(16 * MIB // 4, 0.25, np.float32), (16 * MIB // 4,),
+                           np.float32) is None
+    assert zero_pages_into(np.zeros(_BLOCK // 8, np.float32), (_BLOCK // 8,), np.float32) is None
+    path = tmp_path / "ones.bin"
+    np.ones(16 * MIB // 4, np.float32).tofile(path)
+    m = np.memmap(path, dtype=np.float32, mode="c")
+    m[:] = 0
+    assert zero_pages_into(m, m.shape, m.dtype) is None
+    assert not m.any()
     del m

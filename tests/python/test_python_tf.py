@@ -333,8 +333,9 @@ _INITIALIZE_MEMORY = _MEMORY_PROGRAM + """with tf.Graph().as_default():
 def test_initialize_after_a_folded_zeros_initializer_adds_chunks_not_a_copy(make_table_bin,
                                                                             tmp_path):
     # Default session options: Grappler folds the zeros initializer into a constant that the
-    # resource variable shares. initialize() returns the constant's zero pages before its first
-    # write, so that write's copy does not keep a second variable's worth of memory.
+    # resource variable shares. initialize() moves the constant's zero pages into the array the
+    # variable adopts (or, where the kernel cannot move them, returns them to the kernel as the
+    # rows land), so no write copies the constant and no second variable's worth stays.
     import subprocess
     import sys
     rows, dim = 262144, 128  # 128 MiB
@@ -345,7 +346,13 @@ def test_initialize_after_a_folded_zeros_initializer_adds_chunks_not_a_copy(make
     matrix = expected_matrix(rows, dim)
     assert last == reloaded == matrix[-1, -1]
     assert loaded == np.abs(matrix).max() and again == 0.0
-    assert extra < rows * dim * 4 * 0.4, f"{extra / 2**20:.0f} MiB for a 128 MiB variable"
+    from embstore._pages import zero_pages_into
+    probe = np.ones(4 << 20, np.uint8)
+    probe[:] = 0
+    moves = zero_pages_into(probe, probe.shape, probe.dtype) is not None
+    # Moved pages: only the loader's own buffers; released pages: up to a few chunks behind.
+    limit = 0.1 if moves else 0.4
+    assert extra < rows * dim * 4 * limit, f"{extra / 2**20:.0f} MiB for a 128 MiB variable"
 
 
 def test_hook_shape_mismatch_names_the_table_file(table):

@@ -6,7 +6,7 @@ import weakref
 import numpy as np
 
 from .._core import Source, _chunks_into, load as _load
-from .._pages import release_zero_pages, starts_with_zero_pages
+from .._pages import release_zero_pages, starts_with_zero_pages, zero_pages_into
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ._common import (_check_rows_fit, _check_shape, _chunk_rows, _connect_kwargs, _np_dtype,
                       _is_resource, _partitions, _read_kwargs, _rows_arg, _scatter_rows, _var_name,
@@ -47,47 +47,62 @@ class _Feeder:
                 loaded.set_shape(variable.shape)
                 self.adopt = tf.raw_ops.AssignVariableOp(resource=variable.handle, value=loaded,
                                                          name="adopt")
-        # The sessions this feeder has written the variable in; the thread releasing the zero
-        # pages of the variable's old buffer during a load; the read _load_pending does, and
-        # what it raised.
+        # The sessions this feeder has written the variable in; the variable's old buffer, found
+        # holding zeros, until _load_pending takes its pages; the thread releasing them where
+        # they cannot move; the read _load_pending does, and what it raised.
         self._written = weakref.WeakSet()
+        self._donor = None
         self._releasing = None
         self._pending = None
         self._error = None
 
     def _start_release(self, value):
         """In the session, on the variable's buffer (shared, not copied: the variable has not
-        been read sparsely yet): starts returning its zero pages in the background."""
+        been read sparsely yet): whether it starts with zero pages, which the load then takes
+        over (_load_pending)."""
         if not starts_with_zero_pages(value):
             return np.bool_(False)
-        # The thread's reference keeps the buffer allocated until its pages are released.
-        self._releasing = threading.Thread(target=release_zero_pages, args=(value,),
-                                           name="embstore-release-zero-pages", daemon=True)
-        self._releasing.start()
+        self._donor = value
         return np.bool_(True)
 
     def _load_pending(self):
-        """In the session: every row of the variable, read straight into a new 64-byte aligned
-        array that TensorFlow takes without a copy and AssignVariableOp adopts as the variable's
-        buffer (nothing else holds it)."""
+        """In the session: every row of the variable, read straight into a new array that
+        TensorFlow takes without a copy and AssignVariableOp adopts as the variable's buffer
+        (nothing else holds it). The array is made of the old buffer's zero pages, moved, so the
+        load needs no new memory; where they cannot move, a thread returns them to the kernel
+        while the rows land in a new 64-byte aligned array."""
         src, table, begin, end, kwargs = self._pending
+        donor, self._donor = self._donor, None
         try:
-            return _load(src, table, rows=(begin, end), dtype=self.load_dtype,
+            out = None
+            if donor is not None:
+                out = zero_pages_into(donor, (end - begin,) + tuple(self.variable.shape[1:]),
+                                      self.np_dtype)
+                if out is None:
+                    # The thread's reference keeps the buffer allocated until its pages are
+                    # released.
+                    self._releasing = threading.Thread(
+                        target=release_zero_pages, args=(donor,),
+                        name="embstore-release-zero-pages", daemon=True)
+                    self._releasing.start()
+            del donor
+            return _load(src, table, rows=(begin, end), dtype=self.load_dtype, out=out,
                          **kwargs).astype(self.np_dtype, copy=False)
         except BaseException as e:  # re-raised by run(), as embstore raised it
             self._error = e
             raise
 
     def _releasing_folded_zeros(self, session):
-        """Before the first write in `session`: whether the variable's buffer holds only zeros
-        that are being returned to the kernel, so the variable may take a new buffer instead.
+        """Before the first write in `session`: whether the variable's buffer starts with zeros
+        whose pages the load may take over, so the variable may take a new buffer instead.
 
         In graph mode Grappler folds a zeros initializer into a constant that the session keeps,
         and a resource variable initialized from it shares the constant's buffer: a write into
         the variable would copy it out of the constant and leave the constant holding a second
-        variable's worth of memory that nobody reads again. A thread returns those zero pages
-        to the kernel instead (embstore._pages: they still read as zeros), faster than the rows
-        land, so peak memory stays about one variable. The read that finds the buffer shares it
+        variable's worth of memory that nobody reads again. The load moves those zero pages
+        into the array it fills instead, and the constant's range still reads zeros
+        (embstore._pages; where pages cannot move, a thread returns them to the kernel faster
+        than the rows land), so peak memory stays about one variable. The read that finds the buffer shares it
         only until the variable's first sparse access, which is why this runs once per session,
         before embstore's first write."""
         if self.release is None or session in self._written:
@@ -126,6 +141,7 @@ class _Feeder:
                 session.run(self.op, {self.begin: off, self.values: arr})
         finally:
             self._pending = None
+            self._donor = None
             self._error = None
             self._finish_release()
 
