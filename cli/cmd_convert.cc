@@ -1,7 +1,6 @@
 // `embstore convert INPUT OUTPUT`: text embeddings (np.savetxt matrices, word2vec, GloVe,
 // word2vec binary; plain or gzip; "-" for stdin) into a table file. docs/CONVERT.md.
 #include <cstdio>
-#include <filesystem>
 #include <map>
 #include <memory>
 #include <string>
@@ -107,7 +106,7 @@ RunFn RegisterConvert(CLI::App& app) {
     };
     // An s3:// output: refuse an existing object without --force before any work, convert into
     // a private directory, then upload.
-    std::string scratch;
+    std::unique_ptr<ScratchDir> scratch;
     std::string out = args->output;
     std::unique_ptr<objstore::S3Client> s3;
     if (objstore::IsS3Url(args->output)) {
@@ -129,22 +128,15 @@ RunFn RegisterConvert(CLI::App& app) {
       if (!head.ok() && head.status().code() != StatusCode::kNotFound) {
         return ReportError("convert", head.status());
       }
-      auto dir = MakeScratchDir("convert");
+      auto dir = ScratchDir::Make("convert");
       if (!dir.ok()) return ReportError("convert", dir.status());
-      scratch = *dir;
-      out = scratch + "/table.emb";
+      scratch = std::move(dir).value();
+      out = scratch->File("table.emb");
     }
-    struct RemoveScratch {
-      const std::string& dir;
-      ~RemoveScratch() {
-        std::error_code ec;
-        if (!dir.empty()) std::filesystem::remove_all(dir, ec);
-      }
-    } remove_scratch{scratch};
     auto result = convert::Convert(args->input, out, o);
     progress.Finish();
     if (!result.ok()) return ReportError("convert", result.status());
-    if (!scratch.empty()) {
+    if (scratch != nullptr) {
       auto up = UploadTableFrom(out, args->output, "convert");
       if (!up.ok()) return ReportError("convert", up.status());
     }

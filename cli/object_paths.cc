@@ -15,7 +15,7 @@ Result<std::unique_ptr<objstore::S3Client>> S3FromEnvironment() {
   return std::make_unique<objstore::S3Client>(std::move(config));
 }
 
-Result<std::string> MakeScratchDir(const std::string& purpose) {
+Result<std::unique_ptr<ScratchDir>> ScratchDir::Make(const std::string& purpose) {
   const char* tmp = std::getenv("TMPDIR");
   std::string tmpl = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/embstore-" + purpose +
                      "-XXXXXX";
@@ -24,7 +24,22 @@ Result<std::string> MakeScratchDir(const std::string& purpose) {
   if (::mkdtemp(buf.data()) == nullptr) {
     return Status::FromErrno("create a temporary directory like '" + tmpl + "'", errno);
   }
-  return std::string(buf.data());
+  // A signal between mkdtemp and the registration would leave the empty directory: a window of
+  // two calls, against the whole transfer before.
+  return std::unique_ptr<ScratchDir>(new ScratchDir(buf.data()));
+}
+
+ScratchDir::ScratchDir(std::string path) : path_(std::move(path)), on_signal_(path_, true) {}
+
+ScratchDir::~ScratchDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path_, ec);
+}
+
+std::string ScratchDir::File(const std::string& name) {
+  std::string p = path_ + "/" + name;
+  files_.push_back(std::make_unique<RemoveOnSignal>(p, false));
+  return p;
 }
 
 Result<objstore::TransferStats> DownloadTableTo(objstore::S3Client& s3, const objstore::S3Url& url,
@@ -44,15 +59,15 @@ Result<objstore::TransferStats> DownloadTableTo(objstore::S3Client& s3, const ob
 
 Result<std::unique_ptr<LocalTable>> LocalTable::Fetch(const std::string& arg,
                                                       const std::string& command, bool verify) {
-  if (!objstore::IsS3Url(arg)) return std::unique_ptr<LocalTable>(new LocalTable(arg, arg, ""));
+  if (!objstore::IsS3Url(arg)) return std::unique_ptr<LocalTable>(new LocalTable(arg, arg, nullptr));
   EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, objstore::ParseS3Url(arg));
   if (url.key.empty() || url.key.back() == '/') {
     return Status::InvalidArgument("'" + arg + "' names a bucket or prefix, not a table object");
   }
   EMBSTORE_ASSIGN_OR_RETURN(auto s3, S3FromEnvironment());
-  EMBSTORE_ASSIGN_OR_RETURN(std::string dir, MakeScratchDir(command));
-  std::unique_ptr<LocalTable> local(
-      new LocalTable(arg, dir + "/" + std::filesystem::path(url.key).filename().string(), dir));
+  EMBSTORE_ASSIGN_OR_RETURN(auto scratch, ScratchDir::Make(command));
+  std::string path = scratch->File(std::filesystem::path(url.key).filename().string());
+  std::unique_ptr<LocalTable> local(new LocalTable(arg, path, std::move(scratch)));
   Progress progress(command + " " + arg);
   objstore::TransferOptions o;
   o.verify = verify;
@@ -68,22 +83,17 @@ Result<std::unique_ptr<LocalTable>> LocalTable::Fetch(const std::string& arg,
 }
 
 std::string LocalTable::Named(const std::string& message) const {
-  if (dir_.empty()) return message;
+  if (!downloaded_) return message;
   std::string out = message;
   for (std::size_t at; (at = out.find(path_)) != std::string::npos;) out.replace(at, path_.size(), arg_);
   return out;
 }
 
 Status LocalTable::Named(const Status& st) const {
-  return st.ok() || dir_.empty() ? st : Status(st.code(), Named(st.message()));
+  return st.ok() || !downloaded_ ? st : Status(st.code(), Named(st.message()));
 }
 
-void LocalTable::Unlink() {
-  if (!dir_.empty()) {
-    std::error_code ec;
-    std::filesystem::remove_all(dir_, ec);
-  }
-}
+void LocalTable::Unlink() { scratch_.reset(); }
 
 LocalTable::~LocalTable() { Unlink(); }
 

@@ -8,7 +8,9 @@
 
 #include <memory>
 #include <string>
+#include <vector>
 
+#include "embstore/common/atomic_file.h"
 #include "embstore/common/status.h"
 #include "embstore/objstore/s3.h"
 #include "embstore/objstore/transfer.h"
@@ -17,6 +19,28 @@ namespace embstore::cli {
 
 // An S3 client configured from the environment.
 Result<std::unique_ptr<objstore::S3Client>> S3FromEnvironment();
+
+// A fresh private directory under $TMPDIR (or /tmp), "embstore-PURPOSE-XXXXXX", for a download
+// or a file on its way to an upload. Removed with everything in it on destruction; on a fatal
+// signal (RemoveTempFilesOnSignal), the files named through File() and AtomicFile's temporary
+// files are removed, then the directory, so an interrupted command leaves nothing behind.
+class ScratchDir {
+ public:
+  static Result<std::unique_ptr<ScratchDir>> Make(const std::string& purpose);
+  ~ScratchDir();
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  // PATH/name, registered for removal on a fatal signal.
+  std::string File(const std::string& name);
+
+ private:
+  explicit ScratchDir(std::string path);
+  std::string path_;
+  RemoveOnSignal on_signal_;
+  std::vector<std::unique_ptr<RemoveOnSignal>> files_;
+};
 
 // A local path for a table argument: the argument itself, or, for s3://, a verified download
 // that is deleted with this object.
@@ -31,7 +55,7 @@ class LocalTable {
 
   const std::string& path() const { return path_; }
   const std::string& name() const { return arg_; }  // what the user gave
-  bool downloaded() const { return !dir_.empty(); }
+  bool downloaded() const { return downloaded_; }
   // Removes the download once the command has opened it (its descriptor and mapping keep the
   // data), so an interrupted command leaves nothing behind. Also done on destruction.
   void Unlink();
@@ -40,9 +64,12 @@ class LocalTable {
   std::string Named(const std::string& message) const;
 
  private:
-  LocalTable(std::string arg, std::string path, std::string dir)
-      : arg_(std::move(arg)), path_(std::move(path)), dir_(std::move(dir)) {}
-  std::string arg_, path_, dir_;
+  LocalTable(std::string arg, std::string path, std::unique_ptr<ScratchDir> scratch)
+      : arg_(std::move(arg)), path_(std::move(path)), downloaded_(scratch != nullptr),
+        scratch_(std::move(scratch)) {}
+  std::string arg_, path_;
+  bool downloaded_;
+  std::unique_ptr<ScratchDir> scratch_;  // the download's; null for a local path or once unlinked
 };
 
 // Downloads a table object to `dest` (verified, atomic), with a progress line labelled `command`.
@@ -54,8 +81,6 @@ Result<objstore::TransferStats> DownloadTableTo(objstore::S3Client& s3, const ob
 Result<objstore::TransferStats> UploadTableFrom(const std::string& local, const std::string& url,
                                                 const std::string& command);
 
-// A fresh private directory under $TMPDIR (or /tmp) for downloads; "" and a Status on failure.
-Result<std::string> MakeScratchDir(const std::string& purpose);
 
 }  // namespace embstore::cli
 

@@ -21,38 +21,43 @@
 namespace embstore {
 namespace {
 
-// Temporary files that exist right now, for the signal handler of RemoveTempFilesOnSignal().
-// A fixed table the handler can read without locks or allocation: a slot is taken (state 1),
-// filled, then published (state 2); releasing it sets state 0. Paths that do not fit, or files
-// beyond the table's size, are simply not registered (they are still removed on every normal
-// exit path).
+// Temporary files and directories that exist right now, for the signal handler of
+// RemoveTempFilesOnSignal(). A fixed table the handler can read without locks or allocation: a
+// slot is taken (kTaken), filled, then published (kFile or kDirectory); releasing it sets kFree.
+// Paths that do not fit, or entries beyond the table's size, are simply not registered (they are
+// still removed on every normal exit path).
+enum SlotState : int { kFree = 0, kTaken = 1, kFile = 2, kDirectory = 3 };
 struct TempSlot {
-  std::atomic<int> state{0};
+  std::atomic<int> state{kFree};
   char path[PATH_MAX];
 };
 constexpr int kTempSlots = 64;
 TempSlot g_temp_slots[kTempSlots];
 
-int RegisterTemp(const std::string& path) {
+int RegisterTemp(const std::string& path, SlotState kind = kFile) {
   if (path.size() >= PATH_MAX) return -1;
   for (int i = 0; i < kTempSlots; ++i) {
-    int expected = 0;
-    if (!g_temp_slots[i].state.compare_exchange_strong(expected, 1)) continue;
+    int expected = kFree;
+    if (!g_temp_slots[i].state.compare_exchange_strong(expected, kTaken)) continue;
     std::memcpy(g_temp_slots[i].path, path.c_str(), path.size() + 1);
-    g_temp_slots[i].state.store(2, std::memory_order_release);
+    g_temp_slots[i].state.store(kind, std::memory_order_release);
     return i;
   }
   return -1;
 }
 
 void UnregisterTemp(int slot) {
-  if (slot >= 0) g_temp_slots[slot].state.store(0, std::memory_order_release);
+  if (slot >= 0) g_temp_slots[slot].state.store(kFree, std::memory_order_release);
 }
 
-// Async-signal-safe: unlink(), atomics, sigaction(), raise().
+// Async-signal-safe: unlink(), rmdir(), atomics, sigaction(), raise(). Files first, so that a
+// directory registered together with the files in it is empty when its turn comes.
 void RemoveTempsAndReraise(int sig) {
   for (TempSlot& s : g_temp_slots) {
-    if (s.state.load(std::memory_order_acquire) == 2) ::unlink(s.path);
+    if (s.state.load(std::memory_order_acquire) == kFile) ::unlink(s.path);
+  }
+  for (TempSlot& s : g_temp_slots) {
+    if (s.state.load(std::memory_order_acquire) == kDirectory) ::rmdir(s.path);
   }
   struct sigaction dfl {};
   dfl.sa_handler = SIG_DFL;
@@ -227,6 +232,11 @@ void AtomicFile::Abort() {
   signal_slot_ = -1;
   done_ = true;
 }
+
+RemoveOnSignal::RemoveOnSignal(const std::string& path, bool directory)
+    : slot_(RegisterTemp(path, directory ? kDirectory : kFile)) {}
+
+RemoveOnSignal::~RemoveOnSignal() { UnregisterTemp(slot_); }
 
 void RemoveTempFilesOnSignal() {
   for (int sig : {SIGINT, SIGTERM, SIGHUP, SIGQUIT}) {

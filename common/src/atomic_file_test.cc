@@ -118,5 +118,43 @@ TEST(AtomicFile, ASignalAtAnyMomentLeavesNoTemporaryFile) {
   }
 }
 
+// A scratch directory registered with RemoveOnSignal goes on a fatal signal together with the
+// registered file in it and an AtomicFile's temporary file there; an unregistered one stays.
+TEST(RemoveOnSignal, ASignalRemovesRegisteredFilesThenTheirDirectory) {
+  std::string dir = TempDir();
+  std::string scratch = dir + "/scratch", kept = dir + "/kept";
+  int ready[2];
+  ASSERT_EQ(pipe(ready), 0);
+  pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    RemoveTempFilesOnSignal();
+    if (mkdir(scratch.c_str(), 0700) != 0 || mkdir(kept.c_str(), 0700) != 0) _exit(3);
+    RemoveOnSignal dir_guard(scratch, true);
+    RemoveOnSignal file_guard(scratch + "/table.emb", false);
+    std::ofstream(scratch + "/table.emb") << "data";
+    {
+      RemoveOnSignal gone(kept, true);  // unregistered again before the signal
+    }
+    auto f = AtomicFile::Create(scratch + "/out.bin", false);
+    if (!f.ok() || !(*f)->Append("x").ok()) _exit(4);
+    char c = 1;
+    if (write(ready[1], &c, 1) != 1) _exit(5);
+    for (;;) pause();
+  }
+  close(ready[1]);
+  char c = 0;
+  ASSERT_EQ(read(ready[0], &c, 1), 1);
+  close(ready[0]);
+  // SIGTERM: a test runner in the background may have SIGINT ignored, and the handler leaves
+  // an ignored signal alone.
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  int status = 0;
+  ASSERT_EQ(waitpid(pid, &status, 0), pid);
+  ASSERT_TRUE(WIFSIGNALED(status) && WTERMSIG(status) == SIGTERM) << status;
+  EXPECT_FALSE(PathExists(scratch));
+  EXPECT_TRUE(PathExists(kept));
+}
+
 }  // namespace
 }  // namespace embstore

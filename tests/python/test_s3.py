@@ -3,6 +3,7 @@ signature checking on): convert to a bucket, inspect/verify/export/pull from it,
 --store s3://... --cache DIR` picking up replaced objects without serving a partial or mixed
 table. The server binary comes from `scripts/s3-server.sh --build` (test.sh builds it); without
 it these tests skip, unless EMBSTORE_REQUIRE_S3=1 (test.sh, CI) makes that a failure."""
+import contextlib
 import json
 import os
 import random
@@ -252,3 +253,43 @@ def test_usage_errors_name_the_argument(embstore_bin, s3, tmp_path):
     half = cli(embstore_bin, ["inspect", "s3://tables/x.emb"], s3, check=False,
                AWS_SECRET_ACCESS_KEY="")
     assert half.returncode == 2 and "half given" in half.stderr
+
+
+def test_a_signal_during_convert_to_a_bucket_leaves_no_scratch_directory(embstore_bin, s3,
+                                                                          tmp_path):
+    # convert to s3:// writes the table into a private directory under $TMPDIR first. Reading
+    # stdin, which stays open, it waits for more input once its temporary file exists, so the
+    # signal always lands mid-write: the directory and everything in it must go.
+    import signal
+    scratch_root = tmp_path / "tmp"
+    scratch_root.mkdir()
+
+    def default_signals():
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, [signal.SIGTERM])
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+
+    proc = subprocess.Popen([str(embstore_bin), "convert", "-", "s3://tables/cut.emb"],
+                            stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, env=s3.env(TMPDIR=str(scratch_root)),
+                            preexec_fn=default_signals)
+
+    def writing():
+        return any(".tmp-" in f.name for d in scratch_root.iterdir() for f in d.iterdir())
+
+    lines = (" ".join(["-0.0123456789"] * 128) + "\n").encode() * 1000  # 1.8 MB
+    try:
+        for _ in range(200):  # up to 360 MB
+            proc.stdin.write(lines)
+            proc.stdin.flush()
+            if writing():
+                break
+        assert writing(), "no temporary file after 360 MB"
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(timeout=60) == -signal.SIGTERM
+    finally:
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.close()
+        proc.kill()
+        proc.wait()
+    assert list(scratch_root.iterdir()) == []
+    assert cli(embstore_bin, ["inspect", "s3://tables/cut.emb"], s3, check=False).returncode != 0

@@ -59,8 +59,25 @@ class AtomicFile {
   int signal_slot_ = -1;  // in the registry RemoveTempFilesOnSignal() reads
 };
 
+// Registers one more path for the handlers of RemoveTempFilesOnSignal() to remove, for as long
+// as this object lives (it removes nothing itself): a file (unlink), or a directory (rmdir, after
+// every registered file, so a scratch directory registered with the files it holds goes too).
+// For scratch space a program deletes on its normal paths anyway. Up to 64 paths are registered
+// at a time, AtomicFile's included; beyond that, a path is not.
+class RemoveOnSignal {
+ public:
+  RemoveOnSignal(const std::string& path, bool directory);
+  ~RemoveOnSignal();
+  RemoveOnSignal(const RemoveOnSignal&) = delete;
+  RemoveOnSignal& operator=(const RemoveOnSignal&) = delete;
+
+ private:
+  int slot_;
+};
+
 // Installs handlers for SIGINT, SIGTERM, SIGHUP and SIGQUIT (those not ignored) that remove every
-// AtomicFile's temporary file that exists at that moment, then let the signal take its default
+// AtomicFile's temporary file that exists at that moment (and every path a RemoveOnSignal holds),
+// then let the signal take its default
 // course (the process dies of it; its exit status says so). For programs such as the CLI, where
 // a signal would otherwise leave ".NAME.tmp-XXXXXX" files behind. Not for libraries loaded into
 // someone else's process (the Python module leaves signals to Python, whose KeyboardInterrupt
