@@ -170,12 +170,14 @@ AtomicFile::~AtomicFile() { Abort(); }
 
 Status AtomicFile::WriteAt(std::uint64_t offset, std::span<const std::byte> bytes) {
   if (fd_ < 0) return Status::FailedPrecondition("'" + path_ + "': file is already closed");
+  std::lock_guard<std::mutex> lock(write_mu_);
   return WriteAllAt(fd_, offset, bytes, temp_path_);
 }
 
 Status AtomicFile::WriteAt(std::uint64_t offset,
                            std::span<const std::span<const std::byte>> pieces) {
   if (fd_ < 0) return Status::FailedPrecondition("'" + path_ + "': file is already closed");
+  std::lock_guard<std::mutex> lock(write_mu_);
   return WriteAllAt(fd_, offset, pieces, temp_path_);
 }
 
