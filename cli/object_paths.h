@@ -31,7 +31,6 @@ class ScratchDir {
   ScratchDir(const ScratchDir&) = delete;
   ScratchDir& operator=(const ScratchDir&) = delete;
 
-  const std::string& path() const { return path_; }
   // PATH/name, registered for removal on a fatal signal.
   std::string File(const std::string& name);
 
@@ -80,7 +79,6 @@ Result<objstore::TransferStats> DownloadTableTo(objstore::S3Client& s3, const ob
 // Uploads the finished local file `local` as `url` (multipart, atomic), with a progress line.
 Result<objstore::TransferStats> UploadTableFrom(const std::string& local, const std::string& url,
                                                 const std::string& command);
-
 
 }  // namespace embstore::cli
 

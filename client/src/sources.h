@@ -31,8 +31,8 @@ void ScatterLookup(std::span<const std::byte> data, const std::vector<std::uint3
                    std::span<std::byte> out);
 
 // Streams rows [options.begin_row, end_row) of the table `desc` describes from `client` into
-// `sink` (raw rows, never the local path; the caller has checked the range): each chunk is verified and handed over from gRPC's
-// receive buffers, not copied in between.
+// `sink` (raw rows, never the local path; the caller has checked the range): each chunk is
+// verified and handed over from gRPC's receive buffers, not copied in between.
 Result<LoadStats> StreamRowsInto(Client& client, const TableDesc& desc, RowSink& sink,
                                  const LoadOptions& options);
 

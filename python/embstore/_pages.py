@@ -42,10 +42,6 @@ def _lib():
     return _libc
 
 
-def _madvise():
-    return _lib().madvise
-
-
 def _private_anonymous(start, end):
     """Whether [start, end) lies in writable private anonymous mappings only (not a file, not
     shared memory: there, a released page would read back the file's bytes, not zeros)."""
@@ -85,11 +81,16 @@ def _words(array, start, end):
     return array.reshape(-1).view(np.uint8)[start - addr:end - addr].view(np.uint64)
 
 
+def _zero(words):
+    """Whether the uint64 `words` are all zero."""
+    return not np.bitwise_or.reduce(words)
+
+
 def _zero_prefix(words):
     """Bytes of `words` (uint64) that are zero from the start, in whole blocks."""
     per_block = _BLOCK // 8
     for first in range(0, words.size, per_block):
-        if np.bitwise_or.reduce(words[first:first + per_block]):
+        if not _zero(words[first:first + per_block]):
             return first * 8
     return words.size * 8
 
@@ -98,7 +99,7 @@ def starts_with_zero_pages(array):
     """Whether release_zero_pages(array) would release something: the buffer is private
     anonymous memory whose first block of whole pages holds only zeros."""
     pages = _whole_pages(array)
-    return pages is not None and not _words(array, pages[0], pages[0] + _BLOCK).any()
+    return pages is not None and _zero(_words(array, pages[0], pages[0] + _BLOCK))
 
 
 def release_zero_pages(array):
@@ -114,11 +115,11 @@ def release_zero_pages(array):
         return 0
     words = _words(array, *pages)
     per_block = _BLOCK // 8
-    madvise = _madvise()
+    madvise = _lib().madvise
     released = 0
     for first in range(0, words.size, per_block):
         block = words[first:first + per_block]
-        if block.any() or madvise(pages[0] + first * 8, block.nbytes, _MADV_DONTNEED) != 0:
+        if not _zero(block) or madvise(pages[0] + first * 8, block.nbytes, _MADV_DONTNEED) != 0:
             break
         released += block.nbytes
     return released

@@ -36,12 +36,12 @@ class _Feeder:
             self.op = _scatter_rows(variable, self.begin, self.values)
             if not isinstance(self.op, tf.Operation):
                 self.op = self.op.op
-            self.release = None
+            self.find_zeros = None
             if _is_resource(variable) and variable.shape.is_fully_defined():
                 current = tf.raw_ops.ReadVariableOp(resource=variable.handle,
                                                     dtype=variable.dtype.base_dtype)
-                self.release = tf.numpy_function(self._start_release, [current], tf.bool,
-                                                 stateful=True, name="release_zero_pages")
+                self.find_zeros = tf.numpy_function(self._keep_if_zeros, [current], tf.bool,
+                                                    stateful=True, name="find_zero_pages")
                 loaded = tf.numpy_function(self._load_pending, [], variable.dtype.base_dtype,
                                            stateful=True, name="load")
                 loaded.set_shape(variable.shape)
@@ -56,7 +56,7 @@ class _Feeder:
         self._pending = None
         self._error = None
 
-    def _start_release(self, value):
+    def _keep_if_zeros(self, value):
         """In the session, on the variable's buffer (shared, not copied: the variable has not
         been read sparsely yet): whether it starts with zero pages, which the load then takes
         over (_load_pending)."""
@@ -92,7 +92,7 @@ class _Feeder:
             self._error = e
             raise
 
-    def _releasing_folded_zeros(self, session):
+    def _holds_folded_zeros(self, session):
         """Before the first write in `session`: whether the variable's buffer starts with zeros
         whose pages the load may take over, so the variable may take a new buffer instead.
 
@@ -102,13 +102,13 @@ class _Feeder:
         variable's worth of memory that nobody reads again. The load moves those zero pages
         into the array it fills instead, and the constant's range still reads zeros
         (embstore._pages; where pages cannot move, a thread returns them to the kernel faster
-        than the rows land), so peak memory stays about one variable. The read that finds the buffer shares it
-        only until the variable's first sparse access, which is why this runs once per session,
-        before embstore's first write."""
-        if self.release is None or session in self._written:
+        than the rows land), so peak memory stays about one variable. The read that finds the
+        buffer shares it only until the variable's first sparse access, which is why this runs
+        once per session, before embstore's first write."""
+        if self.find_zeros is None or session in self._written:
             return False
         self._written.add(session)
-        return bool(session.run(self.release))
+        return bool(session.run(self.find_zeros))
 
     def _finish_release(self):
         if self._releasing is not None:
@@ -120,7 +120,7 @@ class _Feeder:
         desc = src.describe(table)
         read_kwargs = _read_kwargs(load_kwargs)
         try:
-            if self._releasing_folded_zeros(session):
+            if self._holds_folded_zeros(session):
                 # The old buffer is going: the variable adopts a new one holding the rows, read
                 # once, with no chunks and no copy on the way.
                 self._pending = (src, table, first_row, first_row + rows, read_kwargs)
