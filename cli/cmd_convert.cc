@@ -142,6 +142,10 @@ RunFn RegisterConvert(CLI::App& app) {
     }
     const convert::ConvertStats& s = *result;
     const double mbps = s.seconds > 0 ? static_cast<double>(s.input_bytes) / s.seconds / 1e6 : 0;
+    if (s.skipped_bom) {
+      std::fprintf(stderr, "embstore convert: skipped the UTF-8 byte order mark (EF BB BF) at the "
+                   "start of %s\n", args->input == "-" ? "<stdin>" : args->input.c_str());
+    }
     if (!s.format_note.empty()) {
       std::fprintf(stderr, "embstore convert: %s\n", s.format_note.c_str());
     }

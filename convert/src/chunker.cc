@@ -27,7 +27,7 @@ Result<bool> Chunker::Next(Chunk* out) {
   if (!m.empty()) {
     if (offset_ >= m.size()) return false;
     const std::size_t start = offset_;
-    std::size_t end = std::min<std::size_t>(start + chunk_bytes_, m.size());
+    std::size_t end = std::min<std::size_t>(start + NextSize(), m.size());
     if (end < m.size()) {
       const void* hit = nullptr;
       // First line break at or after the target size; memchr twice is fast and simple.
@@ -52,7 +52,7 @@ Result<bool> Chunker::Next(Chunk* out) {
   }
 
   if (eof_ && carry_.empty()) return false;
-  std::size_t want = carry_.size() + chunk_bytes_;
+  std::size_t want = carry_.size() + NextSize();
   auto buf = std::make_shared<std::vector<char>>(kPadding + want + kPadding, '\0');
   std::memcpy(buf->data() + kPadding, carry_.data(), carry_.size());
   std::size_t len = carry_.size();

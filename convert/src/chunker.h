@@ -6,6 +6,7 @@
 #ifndef EMBSTORE_CONVERT_SRC_CHUNKER_H_
 #define EMBSTORE_CONVERT_SRC_CHUNKER_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -20,6 +21,9 @@ namespace embstore::convert {
 
 // Bytes of zeros around every owned buffer, so kernels may load whole SIMD blocks near its edges.
 inline constexpr std::size_t kPadding = 128;
+// The first chunk holds at least this much text whatever the chunk size, so format sniffing sees
+// the same lines however the input is cut (converter.h, kSniffLines).
+inline constexpr std::size_t kMinFirstChunkBytes = 1u << 20;
 
 struct Chunk {
   std::shared_ptr<std::vector<char>> buffer;  // owns the text for streams; null when mapped
@@ -44,6 +48,10 @@ class Chunker {
 
  private:
   Result<std::size_t> Fill(std::vector<char>* buf, std::size_t from, std::size_t to);
+  // Text bytes the next chunk aims for.
+  std::size_t NextSize() const {
+    return offset_ == 0 ? std::max(chunk_bytes_, kMinFirstChunkBytes) : chunk_bytes_;
+  }
 
   Input* in_;
   std::size_t chunk_bytes_;

@@ -104,7 +104,14 @@ Result<ConvertStats> Converter::Run() {
     }
     EMBSTORE_RETURN_NOT_OK(st);
   } else {
-    EMBSTORE_RETURN_NOT_OK(RunTextPipeline());
+    Status st = RunTextPipeline();
+    if (!st.ok() && o_.format == InputFormat::kAuto && st.code() == StatusCode::kCorruption) {
+      // A word file whose first tokens are numbers may have been taken for a matrix, a matrix
+      // with words for GloVe: say what was detected and why.
+      return Status::Corruption(st.message() + " (" + stats_.format_note +
+                                "; use --format if the input is something else)");
+    }
+    EMBSTORE_RETURN_NOT_OK(st);
   }
   EMBSTORE_RETURN_NOT_OK(Finish());
   stats_.seconds =

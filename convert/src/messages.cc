@@ -42,6 +42,28 @@ std::size_t ExoticSpaceAt(std::string_view s, std::size_t i, const char** name) 
   return 0;
 }
 
+std::size_t InvisibleAt(std::string_view s, std::size_t i, const char** name) {
+  struct Invisible {
+    const char* bytes;
+    const char* name;
+  };
+  static const Invisible kInvisible[] = {
+      {"\xef\xbb\xbf", "U+FEFF BYTE ORDER MARK"},
+      {"\xe2\x80\x8b", "U+200B ZERO WIDTH SPACE"},
+      {"\xe2\x80\x8c", "U+200C ZERO WIDTH NON-JOINER"},
+      {"\xe2\x80\x8d", "U+200D ZERO WIDTH JOINER"},
+      {"\xe2\x81\xa0", "U+2060 WORD JOINER"},
+  };
+  for (const Invisible& c : kInvisible) {
+    std::string_view b(c.bytes);
+    if (s.substr(i, b.size()) == b) {
+      *name = c.name;
+      return b.size();
+    }
+  }
+  return 0;
+}
+
 std::string ExoticSpaceNote(std::string_view line) {
   for (std::size_t i = 0; i < line.size(); ++i) {
     const char* name = nullptr;
@@ -49,6 +71,11 @@ std::string ExoticSpaceNote(std::string_view line) {
       return "; column " + std::to_string(i + 1) + " holds " + name +
              ", which np.loadtxt treats as a field separator but embstore convert does not "
              "(fields are separated by spaces and tabs, or --delimiter): replace it with a space";
+    }
+    if (InvisibleAt(line, i, &name) != 0) {
+      return "; column " + std::to_string(i + 1) + " holds " + name +
+             ", an invisible character (a byte order mark is skipped only at the very start of "
+             "the input): remove it";
     }
   }
   return "";
@@ -61,8 +88,11 @@ std::string Quote(std::string_view s) {
   while (i < s.size() && i < kSnippetBytes) {
     auto c = static_cast<unsigned char>(s[i]);
     const char* space_name = nullptr;
-    if (std::size_t n = ExoticSpaceAt(s, i, &space_name); n > 1) {
-      // A Unicode space prints like a space; show its code point instead.
+    std::size_t n = ExoticSpaceAt(s, i, &space_name);
+    if (n <= 1) n = InvisibleAt(s, i, &space_name);
+    if (n > 1) {
+      // A Unicode space prints like a space and an invisible character not at all; show its
+      // code point instead.
       std::uint32_t cp = n == 2 ? ((c & 0x1f) << 6) | (s[i + 1] & 0x3f)
                                 : ((c & 0x0f) << 12) | ((s[i + 1] & 0x3f) << 6) | (s[i + 2] & 0x3f);
       char buf[12];

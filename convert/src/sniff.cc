@@ -57,6 +57,81 @@ bool ParseU64(std::string_view s, std::uint64_t* v) {
   return true;
 }
 
+// Files that are not embeddings as text at all, told by their first bytes. Parsing one would only
+// say that its first bytes are not a number.
+const char* KnownBinaryFile(std::string_view head) {
+  struct Magic {
+    std::string_view bytes;
+    const char* what;
+  };
+  static const Magic kMagics[] = {
+      // fastText's model files start with the int32 793712314, little-endian.
+      {std::string_view("\xba\x16\x4f\x2f", 4),
+       "a fastText model (.bin), not word vectors: convert the .vec file fastText writes beside "
+       "it, or write one with `fasttext print-word-vectors` or gensim's save_word2vec_format"},
+      {"\x93NUMPY",
+       "a NumPy .npy file, not text: write it as text with np.savetxt(path, array, fmt='%.9g')"},
+      {"PK\x03\x04",
+       "a zip archive (an .npz, a PyTorch checkpoint, a Keras file...), not text: save the "
+       "array as text with np.savetxt(path, array, fmt='%.9g')"},
+      {"\x89HDF\r\n\x1a\n", "an HDF5 file, not text: read the array with h5py and save it as text "
+       "with np.savetxt(path, array, fmt='%.9g')"},
+  };
+  for (const Magic& m : kMagics) {
+    if (head.substr(0, m.bytes.size()) == m.bytes) return m.what;
+  }
+  // A pickle (protocol 2 and later: 0x80, then the protocol number).
+  if (head.size() >= 2 && head[0] == '\x80' && head[1] >= 2 && head[1] <= 5) {
+    return "a Python pickle (a gensim or PyTorch model?), not text: save the vectors as "
+           "word2vec text (gensim's save_word2vec_format) or the array with np.savetxt";
+  }
+  // A safetensors file (an embstore table is one): an 8-byte little-endian header length, then
+  // the JSON header.
+  if (head.size() >= 10 && head.substr(8, 2) == "{\"" && head[6] == 0 && head[7] == 0) {
+    return "a safetensors file (perhaps already an embstore table: `embstore inspect` it), not "
+           "text";
+  }
+  return nullptr;
+}
+
+// What the first lines after the header (or after the first line) look like, for format
+// sniffing: at most kSniffLines lines of the first chunk, blank lines skipped.
+struct LineSample {
+  std::uint64_t lines = 0;            // lines looked at
+  bool same_width = true;             // all of them have `width` fields
+  std::uint64_t width = 0;            // fields of the first of them
+  std::uint64_t token_lines = 0;      // lines whose first field is not a number and the rest are
+  std::uint64_t token_line = 0;       // the first of them, counted in lines (blank ones too)
+                                      // from 1, the first line of the sample
+  std::string_view token;             // that line's token
+};
+
+constexpr std::uint64_t kSniffLines = 1000;
+
+LineSample SampleLines(const char* p, const char* end) {
+  LineSample s;
+  std::uint64_t physical = 0;
+  while (p < end && s.lines < kSniffLines) {
+    std::string_view line = LineAt(p, end);
+    p = NextLineStart(p, end);
+    ++physical;
+    auto fields = SplitFields(line, 0, "");
+    if (fields.empty()) continue;
+    ++s.lines;
+    if (s.lines == 1) s.width = fields.size();
+    if (fields.size() != s.width) s.same_width = false;
+    if (fields.size() >= 2 && !IsNumber(fields[0])) {
+      bool rest = true;
+      for (std::size_t i = 1; rest && i < fields.size(); ++i) rest = IsNumber(fields[i]);
+      if (rest && ++s.token_lines == 1) {
+        s.token_line = physical;
+        s.token = fields[0];
+      }
+    }
+  }
+  return s;
+}
+
 }  // namespace
 
 Status Converter::Prepare() {
@@ -66,6 +141,19 @@ Status Converter::Prepare() {
     if (!got) break;
     const char* p = first_.text.begin;
     const char* end = first_.text.end;
+    if (first_.end_offset == static_cast<std::uint64_t>(end - p)) {
+      // The start of the input.
+      if (const char* what = KnownBinaryFile(std::string_view(p, static_cast<std::size_t>(end - p)))) {
+        return Status::Corruption(in_->display_name() + " is " + what);
+      }
+      // A UTF-8 byte order mark (what many Windows tools write first) is not part of the text,
+      // as for np.loadtxt(encoding='utf-8-sig'). Columns of line 1 count from after it, as
+      // editors show them.
+      if (end - p >= 3 && std::string_view(p, 3) == "\xef\xbb\xbf") {
+        p += 3;
+        stats_.skipped_bom = true;
+      }
+    }
     std::uint64_t lines = 0;
     while (to_skip > 0 && p < end) {
       p = NextLineStart(p, end);
@@ -138,8 +226,17 @@ Status Converter::Sniff(std::string_view line, const char* after) {
         }
         binary = q < end && *q == ' ' && q > tok;
       }
-      // A token followed by numbers: word2vec text, even when the count of numbers disagrees with
-      // the header (the parser then says so, naming the line, instead of falling back to matrix).
+      // Rows of a token and hd values: word2vec text, whatever the tokens look like (a vocabulary
+      // sorted by token starts with "000", "1", "2010"...). A matrix has the same number of
+      // fields on every line, so one whose first line is "N D" cannot have D + 1 on the next,
+      // unless D is 1: then only a token that is not a number tells. Rows of a token and another
+      // count of numbers are word2vec too (the parser then names the line, instead of falling
+      // back to matrix).
+      const LineSample sample = SampleLines(after, end);
+      bool rows_fit = next_fields.size() == hd + 1;
+      for (std::size_t i = 1; rows_fit && i < next_fields.size(); ++i) {
+        rows_fit = IsNumber(next_fields[i]);
+      }
       bool text_row = next_fields.size() >= 2 && !IsNumber(next_fields[0]);
       for (std::size_t i = 1; text_row && i < next_fields.size(); ++i) {
         text_row = IsNumber(next_fields[i]);
@@ -148,11 +245,11 @@ Status Converter::Sniff(std::string_view line, const char* after) {
         format_ = InputFormat::kWord2VecBinary;
         note = "line " + std::to_string(line_no) + " " + Quote(line) +
                " is a word2vec header and binary rows follow";
-      } else if (text_row) {
+      } else if (text_row || (rows_fit && (hd != 1 || sample.token_line != 0))) {
         format_ = InputFormat::kWord2Vec;
         note = "line " + std::to_string(line_no) + " " + Quote(line) +
-               " is a word2vec header and the next line has a token and " + std::to_string(hd) +
-               " values";
+               " is a word2vec header and the next line has a token and " +
+               std::to_string(next_fields.size() - 1) + " values";
       } else {
         format_ = InputFormat::kMatrix;
         note = "lines of numbers";
@@ -194,12 +291,31 @@ Status Converter::Sniff(std::string_view line, const char* after) {
       for (std::size_t i = 1; rest_numbers && i < fields.size(); ++i) {
         rest_numbers = IsNumber(fields[i]);
       }
+      // A vocabulary may start with tokens that are numbers ("000", "1", "2010"). The lines after
+      // the first (up to kSniffLines) tell: in GloVe, rows of the same width that start with a
+      // word are most of them; a matrix with a stray word in its first column is still a matrix
+      // (and its parse error names the line), never a table of keys made from its first column.
+      LineSample sample;
+      if (all_numbers && delim == 0 && fields.size() >= 2) sample = SampleLines(after, end);
+      const bool later_token = sample.token_lines * 4 >= sample.lines && sample.token_lines > 0 &&
+                               sample.same_width && sample.width == fields.size();
       if (!all_numbers && rest_numbers) {
         format_ = InputFormat::kGlove;
         note = "lines start with a token followed by numbers, no header";
+      } else if (later_token) {
+        format_ = InputFormat::kGlove;
+        note = "lines start with a token followed by numbers, no header (" +
+               std::to_string(sample.token_lines) + " of the next " +
+               std::to_string(sample.lines) + " lines start with a word, the first on line " +
+               std::to_string(line_no + sample.token_line) + ": " + Quote(sample.token) +
+               "; line " + std::to_string(line_no) + "'s token is a number)";
       } else {
         format_ = InputFormat::kMatrix;
-        if (note.empty()) note = "lines of numbers";
+        if (note.empty()) {
+          const std::uint64_t seen = 1 + sample.lines;
+          note = "lines of numbers" +
+                 (seen > 1 ? " (the first " + std::to_string(seen) + " lines)" : std::string());
+        }
       }
     }
     stats_.format_note = "detected " + std::string(InputFormatName(format_)) + ": " + note;

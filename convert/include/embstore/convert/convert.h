@@ -89,6 +89,7 @@ struct ConvertOptions {
 struct ConvertStats {
   InputFormat format = InputFormat::kAuto;  // the format parsed (never kAuto)
   std::string format_note;                  // how auto-detection decided, or empty
+  bool skipped_bom = false;                 // the input started with a UTF-8 byte order mark
   std::uint64_t rows = 0;
   std::uint64_t dim = 0;
   DType dtype = DType::kF32;
