@@ -35,7 +35,7 @@ void CheckGolden(const std::string& name, DType dtype, std::uint64_t rows, std::
   for (std::uint64_t r = 0; keys && r < rows; ++r) {
     std::string k = key_prefix + std::to_string(r);
     ASSERT_EQ((*t)->Key(r), k);
-    ASSERT_EQ((*t)->FindKey(k), r);
+    ASSERT_EQ(*(*t)->FindKey(k), r);
   }
 }
 

@@ -90,7 +90,7 @@ Result<KeyCopyResult> CopyKeysFromTable(const store::Table& t, const std::string
     if (options.cancel && options.cancel->cancelled()) {
       return Status::Cancelled("lookup in table '" + name + "' cancelled");
     }
-    auto row = t.FindKey(keys[i]);
+    EMBSTORE_ASSIGN_OR_RETURN(auto row, t.FindKey(keys[i]));
     if (!row) {
       result.missing.push_back(static_cast<std::uint32_t>(i));
       continue;

@@ -80,7 +80,8 @@ class ObjectSource final : public RowSource {
       // The blocks of the rows asked for, fetched in runs.
       std::vector<std::uint64_t> blocks;
       for (const auto& k : keys) {
-        if (auto row = t.FindKey(k)) blocks.push_back(*row / t.block_rows());
+        EMBSTORE_ASSIGN_OR_RETURN(auto row, t.FindKey(k));
+        if (row) blocks.push_back(*row / t.block_rows());
       }
       std::sort(blocks.begin(), blocks.end());
       blocks.erase(std::unique(blocks.begin(), blocks.end()), blocks.end());

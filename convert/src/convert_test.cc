@@ -106,7 +106,7 @@ TEST_F(ConvertTest, DetectsWord2VecTextAndKeepsKeysInOrder) {
   EXPECT_EQ((*t)->Key(0), "the");
   EXPECT_EQ((*t)->Key(1), "caf\xc3\xa9");
   EXPECT_EQ((*t)->Key(2), "#tag");
-  EXPECT_EQ((*t)->FindKey("#tag"), 2u);
+  EXPECT_EQ(*(*t)->FindKey("#tag"), 2u);
 }
 
 TEST_F(ConvertTest, DetectsGloveWithoutHeader) {
@@ -219,7 +219,7 @@ TEST_F(ConvertTest, Word2VecBinaryFromGzipAndStdinMatchesThePlainFile) {
     auto t = Table::Open(Out(name));
     ASSERT_TRUE(t.ok());
     EXPECT_EQ((*t)->Key(1999), b.keys[1999]) << name;
-    EXPECT_EQ((*t)->FindKey(b.keys[1234]), 1234u) << name;
+    EXPECT_EQ(*(*t)->FindKey(b.keys[1234]), 1234u) << name;
   }
 }
 

@@ -248,9 +248,9 @@ Result<v1::LookupResponse> Service::Lookup(const v1::LookupRequest& r) const {
   rows.reserve(n);
   if (by_key) {
     // The key index and key bytes are checked once per loaded table, before the first lookup.
-    EMBSTORE_RETURN_NOT_OK(t.VerifyKeys().WithContext("table " + Quote(r.table())));
+    EMBSTORE_RETURN_NOT_OK(t.VerifyKeys().WithContext(Quote(r.table())));
     for (int i = 0; i < r.keys().keys_size(); ++i) {
-      auto row = t.FindKey(r.keys().keys(i));
+      EMBSTORE_ASSIGN_OR_RETURN(auto row, t.FindKey(r.keys().keys(i)));
       if (row.has_value()) {
         rows.push_back(*row);
       } else {

@@ -487,19 +487,49 @@ Status Table::VerifyAll(const ProgressFn& progress) const {
 std::string_view Table::Key(std::uint64_t row) const {
   std::uint64_t b = LoadU64(key_offsets_ + 8 * row);
   std::uint64_t e = LoadU64(key_offsets_ + 8 * (row + 1));
+  // Parse() checked the offsets; a file rewritten in place since may hold any bytes, and a
+  // read through them must stay inside the key bytes (the caller's CheckIntact() or key
+  // checksums then tell that the data is not to be trusted).
+  if (b > e || e > key_bytes_size_) return {};
   return std::string_view(key_data_ + b, e - b);
 }
 
-std::optional<std::uint64_t> Table::FindKey(std::string_view key) const {
-  if (!has_keys_) return std::nullopt;
+Result<std::optional<std::uint64_t>> Table::FindKey(std::string_view key) const {
+  if (!has_keys_) return std::optional<std::uint64_t>();
   std::uint64_t s = XXH3_64bits(key.data(), key.size()) & (key_slots_ - 1);
-  // Terminates: Parse() checked that fewer rows than slots are filled.
-  for (;;) {
-    std::uint64_t row = LoadU64(key_index_ + 8 * s);
-    if (row == kEmptySlot) return std::nullopt;
-    if (Key(row) == key) return row;
+  // Parse() checked that fewer rows than slots are filled, so a probe of an intact index ends at
+  // an empty slot. A file changed underneath may hold anything: the probe is bounded by the
+  // index's size, every row and key span it reads is checked, and a truncated file (its lost
+  // pages read as zeros, which never hold an empty slot) is reported within 64 probes.
+  for (std::uint64_t probes = 0; probes < key_slots_; ++probes) {
+    const std::uint64_t row = LoadU64(key_index_ + 8 * s);
+    if (row == kEmptySlot) {
+      EMBSTORE_RETURN_NOT_OK(CheckIntact());
+      return std::optional<std::uint64_t>();
+    }
+    const std::uint64_t b = row < rows_ ? LoadU64(key_offsets_ + 8 * row) : 0;
+    const std::uint64_t e = row < rows_ ? LoadU64(key_offsets_ + 8 * (row + 1)) : 0;
+    if (row >= rows_ || b > e || e > key_bytes_size_) {
+      EMBSTORE_RETURN_NOT_OK(CheckIntact());
+      return Status::Corruption("'" + path_ + "': keys.index slot " + std::to_string(s) +
+                                " names row " + std::to_string(row) +
+                                (row >= rows_ ? " of " + std::to_string(rows_)
+                                              : " whose key spans " + Range(b, e) + " of " +
+                                                    std::to_string(key_bytes_size_) +
+                                                    " key bytes") +
+                                " (the file changed after it was opened)");
+    }
+    if (std::string_view(key_data_ + b, e - b) == key) {
+      EMBSTORE_RETURN_NOT_OK(CheckIntact());
+      return std::optional<std::uint64_t>(row);
+    }
+    if ((probes & 63) == 63) EMBSTORE_RETURN_NOT_OK(CheckIntact());
     s = (s + 1) & (key_slots_ - 1);
   }
+  EMBSTORE_RETURN_NOT_OK(CheckIntact());
+  return Status::Corruption("'" + path_ + "': keys.index has no empty slot (all " +
+                            std::to_string(key_slots_) +
+                            " are filled: the file changed after it was opened)");
 }
 
 std::uint64_t ContentId(const Table& t) {

@@ -92,15 +92,15 @@ TEST(Table, KeysWithUnicodeAndLookupMisses) {
   std::vector<std::string> keys = {"über", "日本", "a b", "x", "🙂"};
   ASSERT_TRUE(WriteTable(path, RandomMatrix(5, 2, 1), 2, DType::kF16, &keys).ok());
   auto t = *Table::Open(path);
-  for (std::size_t r = 0; r < keys.size(); ++r) EXPECT_EQ(t->FindKey(keys[r]), r);
-  EXPECT_EQ(t->FindKey("ü"), std::nullopt);
-  EXPECT_EQ(t->FindKey(""), std::nullopt);
+  for (std::size_t r = 0; r < keys.size(); ++r) EXPECT_EQ(*t->FindKey(keys[r]), r);
+  EXPECT_EQ(*t->FindKey("ü"), std::nullopt);
+  EXPECT_EQ(*t->FindKey(""), std::nullopt);
 }
 
 TEST(Table, TableWithoutKeysAnswersNoKey) {
   std::string path = TempDir() + "/t.emb";
   ASSERT_TRUE(WriteTable(path, RandomMatrix(5, 2, 1), 2, DType::kF32, nullptr).ok());
-  EXPECT_EQ((*Table::Open(path))->FindKey("x"), std::nullopt);
+  EXPECT_EQ(*(*Table::Open(path))->FindKey("x"), std::nullopt);
 }
 
 // A table whose matrix extends past 4 GiB, built as a sparse file (zero rows) so the test needs

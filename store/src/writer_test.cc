@@ -81,9 +81,9 @@ TEST_P(RoundTrip, ReadsBackWhatWasWritten) {
   if (c.keys) {
     for (std::uint64_t r = 0; r < c.rows; ++r) {
       ASSERT_EQ((*t)->Key(r), keys[r]);
-      ASSERT_EQ((*t)->FindKey(keys[r]), r);
+      ASSERT_EQ(*(*t)->FindKey(keys[r]), r);
     }
-    EXPECT_EQ((*t)->FindKey("no-such-key"), std::nullopt);
+    EXPECT_EQ(*(*t)->FindKey("no-such-key"), std::nullopt);
   }
 }
 

@@ -5,6 +5,7 @@ Files are only ever replaced by rename in embstore, but other tools (cp over a f
 during rsync --inplace, an operator's truncate) rewrite files in place."""
 import os
 import subprocess
+import sys
 
 import pytest
 
@@ -79,3 +80,72 @@ def test_cli_readers_of_a_file_truncated_underneath(embstore_bin, big, tmp_path,
     assert rc == 1, err
     assert "big.emb" in err and "Bad address" not in err, err
     assert not [n for n in os.listdir(tmp_path) if ".tmp" in n], os.listdir(tmp_path)
+
+
+# --- Key lookups in a table truncated in place ------------------------------------------------------
+# The lost part of the key index reads as zero pages, which never hold an empty slot: a probe
+# bounded only by finding one spun forever (the client at 100% CPU; on a server, a thread that
+# kept burning CPU and a SIGTERM that no longer stopped it).
+
+KEYED_ROWS = 200_000  # 51 MB of rows and 3 MB of keys
+
+
+def _truncate_past_header(path):
+    with open(path, "rb") as f:
+        header_end = 8 + int.from_bytes(f.read(8), "little")
+    os.truncate(path, header_end + 4096)
+
+
+_LOOKUP_AFTER_TRUNCATION = """
+import os, sys, time
+import embstore
+path, target = sys.argv[1], sys.argv[2]
+src = embstore.Source.resolve(target) if target != "-" else embstore.Source.resolve(path)
+kw = {"local": False} if target != "-" else {}
+table = "keyed" if target != "-" else None
+first = embstore.load(src, table, keys=["k1", "k7", "k199999"], **kw)
+with open(path, "rb") as f:
+    header_end = 8 + int.from_bytes(f.read(8), "little")
+os.truncate(path, header_end + 4096)
+start = time.monotonic()
+try:
+    embstore.load(src, table, keys=["k3", "k12345", "no-such-key"], missing="zeros", **kw)
+    print("LOADED")
+except embstore.EmbstoreError as e:
+    print(type(e).__name__, e)
+print("SECONDS", time.monotonic() - start)
+"""
+
+
+def _lookup_after_truncation(path, target, tmp_path):
+    script = tmp_path / "lookup.py"
+    script.write_text(_LOOKUP_AFTER_TRUNCATION)
+    proc = subprocess.run([sys.executable, str(script), str(path), target], capture_output=True,
+                          text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout
+
+
+def test_key_lookup_in_a_table_truncated_under_an_open_source_is_corruption(make_table_bin,
+                                                                           tmp_path):
+    path = write_table(make_table_bin, tmp_path / "keyed.emb", KEYED_ROWS, DIM, keys=True,
+                       block_rows=4096)
+    out = _lookup_after_truncation(path, "-", tmp_path)
+    assert out.startswith("CorruptionError"), out
+    assert "keyed.emb" in out, out
+
+
+def test_key_lookup_on_a_server_whose_table_was_truncated_is_data_loss(make_table_bin, server,
+                                                                      tmp_path):
+    path = write_table(make_table_bin, server.store / "keyed.emb", KEYED_ROWS, DIM, keys=True,
+                       block_rows=4096)
+    wait_for_table(server.unix, "keyed")
+    out = _lookup_after_truncation(path, server.unix, tmp_path)
+    # DATA_LOSS from the server, which the client raises as CorruptionError naming the table.
+    assert out.startswith("CorruptionError"), out
+    assert "keyed" in out, out
+    assert server.proc.poll() is None, "the server died:\n" + server.log()
+    # The server is not left spinning: it answers, and stops on SIGTERM within its grace.
+    assert embstore.Source.resolve(server.unix).list_tables() is not None
+    server.proc.terminate()
+    server.proc.wait(timeout=20)

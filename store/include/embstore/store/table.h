@@ -118,12 +118,15 @@ class Table {
 
   // Keys (only when has_keys()).
   bool has_keys() const { return has_keys_; }
-  // The key of `row`. Precondition: has_keys() && row < rows().
+  // The key of `row`. Precondition: has_keys() && row < rows(). Empty, never a view outside the
+  // key bytes, when the file was rewritten in place after Open() (callers check CheckIntact()).
   std::string_view Key(std::uint64_t row) const;
   // The row whose key is `key`, or nullopt (also when the table has no keys). O(1) expected.
   // Reads keys.index and keys.bytes unverified: callers that promise verified data call
-  // VerifyKeys() first.
-  std::optional<std::uint64_t> FindKey(std::string_view key) const;
+  // VerifyKeys() first. Corruption, never a hang or a read out of bounds, when the file changed
+  // after Open() (truncated in place: CheckIntact's message; or an index that no longer agrees
+  // with the keys).
+  Result<std::optional<std::uint64_t>> FindKey(std::string_view key) const;
   std::uint64_t key_bytes() const { return key_bytes_size_; }
   // True when the keys carry checksums (format version 2 and later; version 1 keys do not).
   bool keys_checksummed() const { return key_checksums_ != nullptr; }
