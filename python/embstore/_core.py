@@ -1,14 +1,15 @@
 """Sources, table descriptions and load(): the numpy layer every framework module builds on."""
+import numbers
 import os
-import re
+import time
 
 import numpy as np
 
 from ._native_import import _native
-from .errors import CancelledError, InvalidArgumentError, MissingKeysError, NotFoundError
+from .errors import (CancelledError, DeadlineExceededError, InvalidArgumentError,
+                     MissingKeysError, NotFoundError)
 
 ALIGNMENT = 64
-_TARGET = re.compile(r"^(unix:.+|dns:.+|[A-Za-z0-9.\-_]+:\d+|\[[0-9a-fA-F:]+\]:\d+)$")
 
 
 def aligned_empty(shape, dtype, alignment=ALIGNMENT):
@@ -109,7 +110,10 @@ class Source:
             return cls("file", s)
         if os.path.isdir(s):
             return cls("dir", s)
-        if _TARGET.match(s):
+        if ":" in s:
+            # A server target, checked as the C++ client checks it (a port out of range is an
+            # error, never wrapped onto another port).
+            _native.check_target(s)
             src = cls("server", s, connect)
             src._client = _native.Client(connect, s)
             return src

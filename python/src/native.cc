@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "embstore/client/client.h"
+#include "embstore/common/address.h"
 #include "embstore/client/row_source.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/format.h"
@@ -344,6 +345,17 @@ NB_MODULE(_native, m) {
   m.def(
       "active_kernel", [] { return std::string(embstore::store::simd::IsaName(embstore::store::simd::ActiveIsa())); },
       "Name of the SIMD kernel used for dtype conversion on this machine.");
+
+  m.def(
+      "check_target",
+      [](const std::string& target) {
+        embstore::python::Check(
+            embstore::ParseAddress(target, embstore::AddressUse::kConnect, "server target")
+                .status());
+      },
+      "target"_a,
+      "Raises InvalidArgumentError unless `target` is a server address embstore connects to "
+      "(host:port with a port from 1 to 65535, unix:PATH, dns:...).");
 
   nb::class_<PyConnectOptions>(m, "ConnectOptions")
       .def(

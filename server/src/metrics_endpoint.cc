@@ -2,9 +2,9 @@
 
 #include <httplib.h>
 
-#include <exception>
 #include <utility>
 
+#include "embstore/common/address.h"
 #include "metrics.h"
 
 namespace embstore::server {
@@ -12,26 +12,11 @@ namespace {
 
 // "host:port" -> (host, port). Brackets around IPv6 hosts are removed.
 Result<std::pair<std::string, int>> SplitHostPort(const std::string& addr, const char* what) {
-  auto colon = addr.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
+  EMBSTORE_ASSIGN_OR_RETURN(Address a, ParseAddress(addr, AddressUse::kListen, what));
+  if (a.kind != Address::Kind::kHostPort) {
     return Status::InvalidArgument(std::string(what) + " '" + addr + "' is not HOST:PORT");
   }
-  std::string host = addr.substr(0, colon);
-  if (host.size() >= 2 && host.front() == '[' && host.back() == ']') {
-    host = host.substr(1, host.size() - 2);
-  }
-  int port = -1;
-  try {
-    std::size_t used = 0;
-    port = std::stoi(addr.substr(colon + 1), &used);
-    if (used != addr.size() - colon - 1) port = -1;
-  } catch (const std::exception&) {
-    port = -1;
-  }
-  if (port < 0 || port > 65535) {
-    return Status::InvalidArgument(std::string(what) + " '" + addr + "' has no valid port");
-  }
-  return std::make_pair(host, port);
+  return std::make_pair(a.host, a.port);
 }
 
 }  // namespace

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "catalog.h"
+#include "embstore/common/address.h"
 #include "embstore/common/mapping_guard.h"
 #include "embstore/server/log.h"
 #include "embstore/server/server.h"
@@ -36,6 +37,10 @@ constexpr std::uint64_t kHeapTrimThreshold = 16u << 20;
 // Configuration mistakes that no part would report as clearly by itself.
 Status CheckConfig(const ServerConfig& config) {
   if (config.listen.empty()) return Status::InvalidArgument("no --listen address given");
+  for (const std::string& a : config.listen) {
+    // gRPC would wrap a port past 65535 ("127.0.0.1:70000" listens on 4464).
+    EMBSTORE_RETURN_NOT_OK(ParseAddress(a, AddressUse::kListen, "listen address").status());
+  }
   if (config.tls.cert_file.empty() != config.tls.key_file.empty()) {
     return Status::InvalidArgument("TLS needs both a certificate and a key file");
   }

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "embstore/common/address.h"
 #include "embstore/common/read_file.h"
 
 namespace embstore::client::internal {
@@ -41,11 +42,7 @@ void KeepReceiveBuffersForReuse() {
 }
 
 Status CheckTarget(const std::string& target) {
-  if (target.empty()) return Status::InvalidArgument("no server target given");
-  if (target.rfind("unix:", 0) != 0 && target.find(':') == std::string::npos) {
-    return Status::InvalidArgument("target '" + target + "' is neither host:port nor unix:PATH");
-  }
-  return Status::OK();
+  return ParseAddress(target, AddressUse::kConnect, "server target").status();
 }
 
 Result<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(const ConnectOptions& o,

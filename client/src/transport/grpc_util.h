@@ -21,7 +21,8 @@ Status FromGrpc(const grpc::Status& s, const std::string& target);
 // Failures worth retrying: the server or the connection went away, or the server shed load.
 bool Transient(grpc::StatusCode code);
 
-// Checks the target ("host:port" or "unix:PATH").
+// Checks the target (embstore/common/address.h: host:port with a port gRPC will not wrap,
+// unix:PATH, dns:...).
 Status CheckTarget(const std::string& target);
 
 // The channel credentials ConnectOptions asks for: TLS (reading its CA, certificate and key
