@@ -4,11 +4,14 @@
 #include "embstore/client/client.h"
 #include "embstore/testkit/temp_dir.h"
 
+#include <absl/base/internal/cycleclock.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <random>
@@ -345,6 +348,25 @@ TEST_F(ClientTest, CancelsMidLoad) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   };
   EXPECT_EQ(c->Load("t", got, p).status().code(), StatusCode::kCancelled);
+}
+
+// gRPC 1.51 reads errno after other work following connect(); absl's first cycle-clock reading in
+// a process leaves ENOENT there on machines without tsc_freq_khz, and a stream then failed to
+// connect with "No such file or directory" (grpc_util.cc). Connect takes that first reading, so
+// no later one changes errno. Run in a fresh process (death-test style), where nothing has
+// read the clock yet.
+TEST(ClientConnect, LeavesNoFirstClockReadingToSetErrnoDuringAConnect) {
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ConnectOptions o;
+        o.target = "127.0.0.1:1";
+        auto c = Client::Connect(o);
+        errno = 0;
+        (void)absl::base_internal::CycleClock::Frequency();
+        std::exit(c.ok() && errno == 0 ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
 }
 
 TEST_F(ClientTest, ClearErrorsForBadTargetsAndUnknownTables) {

@@ -85,6 +85,7 @@ Client::~Client() = default;
 
 Result<std::unique_ptr<Client>> Client::Connect(const ConnectOptions& options) {
   EMBSTORE_RETURN_NOT_OK(internal::CheckTarget(options.target));
+  internal::SettleClockBeforeConnecting();
   std::unique_ptr<Client> c(new Client(options));
   EMBSTORE_ASSIGN_OR_RETURN(c->impl_->creds,
                             internal::MakeCredentials(options, &c->impl_->base_args));

@@ -4,6 +4,9 @@
 #include <malloc.h>
 #endif
 
+#include <absl/base/internal/cycleclock.h>
+
+#include <cerrno>
 #include <cstdlib>
 #include <cstring>
 
@@ -39,6 +42,25 @@ void KeepReceiveBuffersForReuse() {
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
   });
 #endif
+}
+
+// gRPC 1.51's TCP connect (iomgr tcp_client_posix.cc) calls connect(), then names the address
+// and registers the socket with the poller, and only then reads errno to tell "in progress" from
+// "failed". Anything in between that sets errno turns a connect in progress into a failure with
+// that errno. absl does, once per process: the first thread that queues on a contended
+// absl::Mutex reads the CPU's cycle-clock frequency, and where
+// /sys/devices/system/cpu/cpu0/tsc_freq_khz does not exist (most x86 machines) the failed open()
+// leaves ENOENT behind. When that first time falls inside a connect (parallel streams connecting
+// at once make it likely), one stream fails with "ipv4:127.0.0.1:PORT: No such file or
+// directory" and resumes. Reading the frequency here, before any connection, leaves nothing for
+// that first time to do.
+void SettleClockBeforeConnecting() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const int saved = errno;
+    (void)absl::base_internal::CycleClock::Frequency();
+    errno = saved;
+  });
 }
 
 Status CheckTarget(const std::string& target) {

@@ -21,6 +21,11 @@ Status FromGrpc(const grpc::Status& s, const std::string& target);
 // Failures worth retrying: the server or the connection went away, or the server shed load.
 bool Transient(grpc::StatusCode code);
 
+// Once per process, before the first connection: keeps a once-per-process side effect of absl
+// from turning a gRPC connect in progress into a failure (grpc_util.cc says how). Client::Connect
+// and the health check call it.
+void SettleClockBeforeConnecting();
+
 // Checks the target (embstore/common/address.h: host:port with a port gRPC will not wrap,
 // unix:PATH, dns:...).
 Status CheckTarget(const std::string& target);

@@ -15,6 +15,7 @@ using Clock = std::chrono::steady_clock;
 // A channel on a connection of its own, with the credentials ConnectOptions asks for.
 Result<std::shared_ptr<grpc::Channel>> OpenChannel(const ConnectOptions& o) {
   EMBSTORE_RETURN_NOT_OK(internal::CheckTarget(o.target));
+  internal::SettleClockBeforeConnecting();
   grpc::ChannelArguments args;
   args.SetInt(GRPC_ARG_USE_LOCAL_SUBCHANNEL_POOL, 1);
   EMBSTORE_ASSIGN_OR_RETURN(auto creds, internal::MakeCredentials(o, &args));
