@@ -1,5 +1,6 @@
 // `embstore serve`: serves the tables of a directory over gRPC until SIGTERM or SIGINT.
 #include <signal.h>
+#include <time.h>
 
 #include <chrono>
 #include <cstdio>
@@ -7,6 +8,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "command.h"
@@ -138,6 +140,9 @@ Result<std::unique_ptr<objstore::TableMirror>> StartMirror(const std::string& st
   return mirror;
 }
 
+// How long after its grace a shutdown may take before the process leaves without it.
+constexpr std::chrono::milliseconds kShutdownStuck{10000};
+
 int RunServe(CLI::App* sub, const ServeFlags& flags) {
   server::ServerConfig config;
   Status st = BuildConfig(sub, flags, &config);
@@ -166,10 +171,23 @@ int RunServe(CLI::App* sub, const ServeFlags& flags) {
   if (mirror) mirror->Start();
   int sig = 0;
   sigwait(&signals, &sig);
-  if (mirror) mirror->Stop();
   server::Log(server::LogLevel::kInfo, "shutdown requested",
               {{"signal", sig == SIGTERM ? "SIGTERM" : "SIGINT"},
                {"grace_ms", config.shutdown_grace.count()}});
+  // A shutdown waits for the calls in flight after the grace has cancelled them. One that does
+  // not end (a read stuck on a failing disk or network file system) must not keep the process
+  // up: a second signal, or kShutdownStuck past the grace, ends it at once.
+  std::thread([signals, limit = config.shutdown_grace + kShutdownStuck] {
+    timespec ts{static_cast<time_t>(limit.count() / 1000),
+                static_cast<long>(limit.count() % 1000) * 1000000L};
+    const int again = sigtimedwait(&signals, nullptr, &ts);
+    server::Log(server::LogLevel::kError, again > 0 ? "second signal: exiting now"
+                                                    : "shutdown did not finish: exiting now",
+                {{"waited_ms", limit.count()}});
+    std::fflush(nullptr);
+    std::_Exit(kExitFailure);
+  }).detach();
+  if (mirror) mirror->Stop();
   (*srv)->Shutdown(config.shutdown_grace);
   // Everything the server owned is stopped and its last log line written. Leave without running
   // gRPC's global teardown, which can wait up to 10 s for connection objects of clients that
@@ -261,7 +279,8 @@ RunFn RegisterServe(CLI::App& app) {
   sub->add_option("--log-level", f->log_level, "debug, info, warn or error (default info)");
   sub->footer(
       "Logs are JSON lines on stderr. Exit codes: 0 after a graceful shutdown; 1 when the server "
-      "cannot start; 2 on usage errors.\nExample: embstore serve --store /data/tables --listen "
+      "cannot start, or when a second SIGTERM/SIGINT (or a shutdown still running 10 s after "
+      "its grace) ends it at once; 2 on usage errors.\nExample: embstore serve --store /data/tables --listen "
       "0.0.0.0:7070 --listen unix:/run/embstore.sock --metrics-listen 127.0.0.1:9090");
   return [sub, f]() { return RunServe(sub, *f); };
 }

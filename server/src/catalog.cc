@@ -100,6 +100,12 @@ Result<std::shared_ptr<const TableEntry>> Catalog::Get(std::string_view name) co
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) {
+    // A file that is there but failed to open: the client is told why, not only the log.
+    auto why = rejected_why_.find(name);
+    if (why != rejected_why_.end()) {
+      return Status::NotFound("table '" + std::string(name) + "' is not served: its file in " +
+                              dir_ + " was rejected: " + why->second);
+    }
     return Status::NotFound("table '" + std::string(name) + "' not found in " + dir_);
   }
   return it->second;
@@ -187,6 +193,7 @@ Status Catalog::Refresh() {
     std::shared_ptr<TableEntry> entry;  // null: rejected
   };
   std::vector<Loaded> loaded;
+  std::vector<std::pair<std::string, std::string>> failed;  // (name, why) of files rejected now
   for (const auto& [name, pf] : found) {
     const auto& [path, id] = pf;
     auto it = current.find(name);
@@ -199,6 +206,7 @@ Status Catalog::Refresh() {
       rejected_.erase(name);
     } else {
       if (entry.status().code() != StatusCode::kUnavailable) rejected_[name] = id;
+      failed.emplace_back(name, entry.status().message());
       if (on_event_) on_event_(name, path, 0, entry.status());
       if (it != current.end()) loaded.push_back({name, nullptr});
     }
@@ -226,7 +234,12 @@ Status Catalog::Refresh() {
       if (l.entry) {
         l.entry->generation_ = next_generation_++;
         entries_.emplace(l.name, l.entry);
+        rejected_why_.erase(l.name);
       }
+    }
+    for (auto& [name, why] : failed) rejected_why_[name] = std::move(why);
+    for (auto it = rejected_why_.begin(); it != rejected_why_.end();) {
+      it = found.count(it->first) ? std::next(it) : rejected_why_.erase(it);
     }
   }
   if (on_event_) {

@@ -97,7 +97,8 @@ class Catalog {
   // starting with '.', so that "<dir>/<name>.emb" can only name a file directly inside dir.
   static Status ValidateName(std::string_view name);
 
-  // The current version of `name`. InvalidArgument for a bad name, NotFound for an unknown one.
+  // The current version of `name`. InvalidArgument for a bad name, NotFound for an unknown one
+  // (saying why, when its file is there but was rejected).
   Result<std::shared_ptr<const TableEntry>> Get(std::string_view name) const;
   // Every table, sorted by name.
   std::vector<std::shared_ptr<const TableEntry>> List() const;
@@ -118,9 +119,11 @@ class Catalog {
   std::string dir_;  // absolute, no trailing '/'
   CatalogEventFn on_event_;
   std::mutex refresh_mu_;  // one Refresh() at a time
-  mutable std::mutex mu_;  // guards entries_ and next_generation_
+  mutable std::mutex mu_;  // guards entries_, rejected_why_ and next_generation_
   std::map<std::string, std::shared_ptr<const TableEntry>, std::less<>> entries_;
   std::map<std::string, FileIdentity, std::less<>> rejected_;  // files that failed, by name
+  // Why each file that is there but not served failed to open (guarded by mu_), for Get().
+  std::map<std::string, std::string, std::less<>> rejected_why_;
   std::uint64_t next_generation_ = 1;
 
   std::mutex watch_mu_;

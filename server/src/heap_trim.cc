@@ -3,6 +3,9 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -23,6 +26,22 @@ std::uint64_t FreeResidentHeap() {
 #endif
 
 }  // namespace
+
+void FixHeapThresholds() {
+#if defined(__GLIBC__)
+  static std::once_flag once;
+  std::call_once(once, [] {
+    const char* tunables = std::getenv("GLIBC_TUNABLES");
+    if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
+        std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr ||
+        (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr)) {
+      return;  // the operator's settings win
+    }
+    ::mallopt(M_MMAP_THRESHOLD, static_cast<int>(kServerMmapThreshold));
+    ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(kServerTrimThreshold));
+  });
+#endif
+}
 
 std::uint64_t AnonymousRssBytes() {
   // /proc/self/statm: size resident shared text lib data dt, in pages; "shared" counts the

@@ -31,8 +31,9 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Free heap memory below this is left to glibc (it is reused soon enough).
-constexpr std::uint64_t kHeapTrimThreshold = 16u << 20;
+// Free resident heap memory below this is left to glibc (it is reused soon enough). A trim takes
+// well under a millisecond and runs at most once a second, only after the heap grew.
+constexpr std::uint64_t kHeapTrimThreshold = 1u << 20;
 
 // Configuration mistakes that no part would report as clearly by itself.
 Status CheckConfig(const ServerConfig& config) {
@@ -77,6 +78,7 @@ class ServerImpl final : public Server {
   Status Init() {
     EMBSTORE_RETURN_NOT_OK(SetLogLevel(config_.log_level));
     EMBSTORE_RETURN_NOT_OK(CheckConfig(config_));
+    FixHeapThresholds();
 
     CatalogOptions co;
     co.dir = config_.store_dir;

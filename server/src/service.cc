@@ -299,7 +299,7 @@ Result<std::unique_ptr<KeyStream>> Service::StreamKeys(const v1::StreamKeysReque
   const store::Table& t = entry->table();
   if (!t.has_keys()) return Status::FailedPrecondition(Quote(r.table()) + " has no keys");
   // Keys leave the server only once they passed their checksums (once per loaded table).
-  EMBSTORE_RETURN_NOT_OK(t.VerifyKeys().WithContext("table " + Quote(r.table())));
+  EMBSTORE_RETURN_NOT_OK(t.VerifyKeys().WithContext(Quote(r.table())));
   const std::uint64_t end = r.has_end_row() ? r.end_row() : t.rows();
   EMBSTORE_RETURN_NOT_OK(CheckRange(r.table(), t.rows(), r.begin_row(), end));
   std::uint64_t budget = r.chunk_bytes() == 0 ? options_.default_key_chunk_bytes : r.chunk_bytes();

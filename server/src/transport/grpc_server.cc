@@ -7,6 +7,7 @@
 #include <grpcpp/health_check_service_interface.h>
 #include <grpcpp/resource_quota.h>
 #include <grpcpp/security/server_credentials.h>
+#include <google/protobuf/stubs/logging.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -15,6 +16,7 @@
 #include <sstream>
 
 #include "embstore/common/read_file.h"
+#include "embstore/server/log.h"
 #include "grpc_handler.h"
 
 namespace embstore::server {
@@ -40,6 +42,15 @@ Result<std::shared_ptr<grpc::ServerCredentials>> Credentials(const TlsConfig& tl
   return grpc::SslServerCredentials(ssl);
 }
 
+// Protobuf prints to stderr by itself, once per malformed request (a string field that is not
+// UTF-8, say): a flood of bad requests would flood the log past its rate limits. Its messages go
+// to the server's log at debug level instead; the request's own failure is logged as an rpc.
+void LogProtobufMessage(google::protobuf::LogLevel level, const char* filename, int line,
+                        const std::string& message) {
+  Log(level >= google::protobuf::LOGLEVEL_FATAL ? LogLevel::kError : LogLevel::kDebug,
+      "protobuf", {{"message", message}, {"at", std::string(filename) + ":" + std::to_string(line)}});
+}
+
 std::string JoinListen(const std::vector<std::string>& listen) {
   std::string s;
   for (const auto& a : listen) s += (s.empty() ? "" : ", ") + a;
@@ -56,6 +67,7 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerConfig& config
   s->handler_ = std::make_unique<Handler>(service, metrics, config);
   EMBSTORE_ASSIGN_OR_RETURN(auto creds, Credentials(config.tls));
 
+  google::protobuf::SetLogHandler(&LogProtobufMessage);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
   grpc::ServerBuilder builder;
