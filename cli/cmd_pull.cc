@@ -204,9 +204,12 @@ int Pull(const PullArgs& a) {
   }
   auto connect = ToConnectOptions(a.client);
   if (!connect.ok() && !s3) return ReportError("pull", connect.status());
+  // --timeout bounds the whole pull: connecting and describing the table too.
+  const auto started = std::chrono::steady_clock::now();
+  const auto timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
   auto opened = fetched != nullptr ? client::OpenFileSource(fetched->path())
                 : a.manifest.empty()
-                    ? client::OpenServerSource(*connect, a.table, !a.no_local)
+                    ? client::OpenServerSource(*connect, a.table, !a.no_local, timeout)
                     // .npy needs only the manifest's shape: shards are contacted (and waited for,
                     // when a server is restarting) as their rows are read. .emb needs every
                     // shard's keys and block size first.
@@ -238,7 +241,11 @@ int Pull(const PullArgs& a) {
   client::ReadOptions ro;
   ro.streams = a.streams;
   ro.to_f32 = to_f32;
-  ro.timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
+  if (timeout.count() > 0) {
+    const auto left = timeout - std::chrono::duration_cast<std::chrono::milliseconds>(
+                                    std::chrono::steady_clock::now() - started);
+    ro.timeout = std::max(left, std::chrono::milliseconds(1));
+  }
   ro.on_event = [&](const client::LoadEvent& e) {
     if (e.kind == client::LoadEvent::Kind::kLocal) return;
     progress.Finish();

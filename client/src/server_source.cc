@@ -106,9 +106,12 @@ void ScatterLookup(std::span<const std::byte> data, const std::vector<std::uint3
 }  // namespace internal
 
 Result<std::unique_ptr<RowSource>> OpenServerSource(const ConnectOptions& connect,
-                                                    const std::string& table, bool allow_local) {
+                                                    const std::string& table, bool allow_local,
+                                                    std::chrono::milliseconds open_timeout) {
+  std::optional<std::chrono::steady_clock::time_point> deadline;
+  if (open_timeout.count() > 0) deadline = std::chrono::steady_clock::now() + open_timeout;
   EMBSTORE_ASSIGN_OR_RETURN(auto client, Client::Connect(connect));
-  EMBSTORE_ASSIGN_OR_RETURN(TableDesc desc, client->Describe(table));
+  EMBSTORE_ASSIGN_OR_RETURN(TableDesc desc, client->Describe(table, deadline));
   std::unique_ptr<internal::FileReader> local;
   if (allow_local) {
     auto reader = internal::FileReader::OpenServersFile(desc);

@@ -139,10 +139,11 @@ class Source:
                                 f"(looked for {path!r})")
         return path
 
-    def table(self, table=None, local=True):
+    def table(self, table=None, local=True, timeout=None):
         """The native source of one table (embstore._native.Source): opened and described the
         first time, then kept. `local` (servers, manifests): read a server's file directly when
-        it is this host's."""
+        it is this host's. `timeout` (seconds) bounds opening a server's table, connecting
+        included, when it is shorter than rpc_timeout."""
         if self.kind in ("file", "dir"):
             key = (self._path(table), True)
         elif self.kind == "object":
@@ -161,7 +162,8 @@ class Source:
             elif self.kind == "object":
                 src = _native.Source.object(self.location)
             elif self.kind == "server":
-                src = _native.Source.server(self._connect, self.location, table, bool(local))
+                src = _native.Source.server(self._connect, self.location, table, bool(local),
+                                            float(timeout or 0.0))
             else:
                 src = _native.Source.sharded(self._connect, self.location, bool(local))
             self._sources[key] = src
@@ -172,10 +174,10 @@ class Source:
                                        f"{src.desc()['name']!r}, not {table!r}")
         return src
 
-    def describe(self, table=None, local=True):
+    def describe(self, table=None, local=True, timeout=None):
         """{"name", "rows", "dim", "dtype", "has_keys", "metadata", ...} of a table, as it was
         when this Source first opened it."""
-        return self.table(table, local).desc()
+        return self.table(table, local, timeout).desc()
 
     def list_tables(self):
         if self.kind in ("sharded", "object"):
@@ -208,10 +210,16 @@ class Source:
             t = self._views[path] = _native.Table(path)
         return t
 
-    def view(self, table=None):
-        """Zero-copy read-only view of a local table's matrix in its stored dtype."""
+    def view(self, table=None, rows=None, verify=True):
+        """Zero-copy read-only view of rows [begin, end) (rows=: as for load) of a local table's
+        matrix in its stored dtype. With verify, the checksum blocks of those rows are checked
+        first (each block once for the life of the mapping; hashing runs at memory speed): a
+        view is never handed out over a block that fails."""
         t = self._view_table(table)
-        return t.view().view(numpy_dtype(t.dtype)).reshape(t.rows, t.dim)
+        begin, end = _row_range(rows, t.rows)
+        if verify:
+            t.verify_rows(begin, end)
+        return t.view().view(numpy_dtype(t.dtype)).reshape(t.rows, t.dim)[begin:end]
 
     def copy_keys(self, table, keys, out, to_f32, *, verify=True, local=True):
         """The rows of `keys` into `out` ([len(keys), dim], the stored dtype, or float32 with
@@ -244,11 +252,10 @@ def _row_range(rows, nrows):
         begin, end = rows
     except (TypeError, ValueError):
         raise InvalidArgumentError(f"rows= must be (begin, end) or a slice, not {rows!r}") from None
-    try:
-        begin, end = int(begin), int(end)
-    except (TypeError, ValueError):
-        raise InvalidArgumentError(f"rows= must be two integers (begin, end), not {rows!r}") \
-            from None
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool)
+               for v in (begin, end)):
+        raise InvalidArgumentError(f"rows= must be two integers (begin, end), not {rows!r}")
+    begin, end = int(begin), int(end)
     if begin > end:
         raise InvalidArgumentError(f"rows=({begin}, {end}): begin is after end")
     if not 0 <= begin <= end <= nrows:
@@ -339,6 +346,13 @@ def _check_keys(keys):
             raise InvalidArgumentError(
                 f"keys= takes strings; keys[{i}] is {type(k).__name__} {k!r} (to load rows by "
                 f"number, use rows=)")
+        try:
+            k.encode("utf-8")
+        except UnicodeEncodeError as e:
+            raise InvalidArgumentError(
+                f"keys[{i}] ({k[:80]!r}) is not valid Unicode text: {e.reason} at position "
+                f"{e.start} (a lone surrogate, as str(bytes, errors='surrogateescape') makes); "
+                f"table keys are UTF-8") from None
     return keys
 
 
@@ -358,10 +372,14 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     dtype: "float32" (default; F16/BF16 are converted exactly), "float16" or "bfloat16" (an F32
         table is rounded to nearest; a finite value out of range is an error), or "native" for
         the stored dtype. The CLI's spellings "f32", "f16", "bf16" and numpy dtypes work too.
-    copy: False returns a read-only zero-copy view of a local file's matrix (stored dtype).
+    copy: False returns a read-only zero-copy view of a local file's matrix (stored dtype). With
+        verify (the default) the checksum blocks of its rows are checked first, at memory speed
+        (CorruptionError names a bad block); copy=False, verify=False returns it unchecked.
     streams: parallel streams from a server (0: the client's default).
-    timeout: seconds for the whole load (None: no limit), for every source.
-    verify: check block checksums of local reads too (streamed chunks are always checked).
+    timeout: seconds for the whole load (None: no limit), for every source; for a server it
+        bounds connecting and describing the table too (DeadlineExceededError).
+    verify: check block checksums of local reads and views too (streamed chunks are always
+        checked).
     progress: callable(done_bytes, total_bytes), called a few times a second and once at the end,
         for every source; return False to cancel (CancelledError).
     local: read a server's table straight from its file when that file is on this host.
@@ -374,22 +392,26 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
 
     The result is writable and 64-byte aligned (unless copy=False).
     """
-    src = Source.resolve(source, **connect)
-    desc = src.describe(table, local)
-    name = desc["name"]
-    out_dtype, how = _target_dtype(dtype, desc["dtype"])
-    if timeout is not None and (not isinstance(timeout, (int, float)) or timeout <= 0):
+    if timeout is not None and (not isinstance(timeout, (int, float)) or
+                                isinstance(timeout, bool) or timeout <= 0):
         raise InvalidArgumentError(f"timeout= must be a positive number of seconds, not "
                                    f"{timeout!r}")
     if progress is not None and not callable(progress):
         raise InvalidArgumentError("progress= must be a callable(done_bytes, total_bytes)")
+    # The timeout bounds the whole load: connecting to a server and describing the table too.
+    started = time.monotonic()
+    src = Source.resolve(source, **connect)
+    desc = src.describe(table, local, timeout=timeout)
+    if timeout is not None:
+        timeout = _time_left(timeout, started, src, desc)
+    name = desc["name"]
+    out_dtype, how = _target_dtype(dtype, desc["dtype"])
     if not copy:
         if keys is not None or how != "native":
             raise InvalidArgumentError(
                 "copy=False returns the stored matrix as it is: no keys= and dtype='native' "
                 f"(the table holds {desc['dtype']})")
-        begin, end = _row_range(rows, desc["rows"])
-        return src.view(table)[begin:end]
+        return src.view(table, rows=rows, verify=verify)
     tname = name if src.kind != "file" else table
     if keys is not None:
         if rows is not None:
@@ -414,6 +436,16 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     else:
         src.read_rows(tname, begin, end, out, how == "f32", **kw)
     return out
+
+
+def _time_left(timeout, started, src, desc):
+    """Seconds left of a load's `timeout` that started at `started` (time.monotonic())."""
+    left = timeout - (time.monotonic() - started)
+    if left <= 0:
+        raise DeadlineExceededError(
+            f"loading table {desc['name']!r} from {src.location!r} passed its timeout "
+            f"({timeout:g} s) while opening it")
+    return left
 
 
 def _check_out(out, shape, dtype):

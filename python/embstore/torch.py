@@ -165,15 +165,19 @@ def embedding(source, table=None, *, freeze=True, rows=None, dtype=torch.float32
     return torch.nn.Embedding.from_pretrained(weight, freeze=freeze, padding_idx=padding_idx)
 
 
-def from_file(path):
+def from_file(path, *, verify=True):
     """The matrix of a local table file as a tensor mapped copy-on-write: zero copy, writable.
 
-    Returns a [rows, dim] tensor of the stored dtype (float32, float16 or bfloat16).
+    Returns a [rows, dim] tensor of the stored dtype (float32, float16 or bfloat16). With
+    verify (the default), every checksum block is checked before the tensor is returned
+    (CorruptionError names a bad block); verify=False maps it unchecked.
     """
     t = Source.resolve(path)
     if t.kind != "file":
         raise InvalidArgumentError(f"from_file needs a table file, not {path!r}")
     native = t._view_table(None)
+    if verify:
+        native.verify_rows(0, native.rows)
     dtype = _TORCH_DTYPES[native.dtype]
     itemsize = torch.tensor([], dtype=dtype).element_size()
     size = os.path.getsize(native.path) // itemsize

@@ -224,10 +224,15 @@ class PySource {
     return PySource(WithoutGil([&] { return client::OpenFileSource(path); }));
   }
   static PySource Server(const PyConnectOptions& c, const std::string& target,
-                         const std::string& table, bool allow_local) {
+                         const std::string& table, bool allow_local, double open_timeout) {
     client::ConnectOptions o = c.o;
     o.target = target;
-    return PySource(WithoutGil([&] { return client::OpenServerSource(o, table, allow_local); }));
+    const auto bound = std::chrono::milliseconds(
+        open_timeout > 0 ? std::max<long long>(1, static_cast<long long>(
+                                                      std::ceil(open_timeout * 1000)))
+                         : 0);
+    return PySource(
+        WithoutGil([&] { return client::OpenServerSource(o, table, allow_local, bound); }));
   }
   static PySource Object(const std::string& url) {
     return PySource(WithoutGil([&] { return client::OpenObjectSource(url); }));
@@ -314,6 +319,15 @@ class PyTable {
   std::string path() const { return table_->path(); }
   std::uint64_t data_offset() const { return table_->data_offset(); }
 
+  // Checks the checksum blocks of rows [begin, end) (each block once for the life of the
+  // mapping), with the GIL released; raises CorruptionError naming the block.
+  void VerifyRows(std::uint64_t begin, std::uint64_t end) const {
+    WithoutGil([&]() -> Result<bool> {
+      EMBSTORE_RETURN_NOT_OK(table_->VerifyRowsOnce(begin, end));
+      return true;
+    });
+  }
+
   // The whole matrix as a read-only uint8 array [rows, row_bytes] over the mapping (zero copy).
   // The array keeps the mapping alive.
   nb::ndarray<nb::numpy, const std::uint8_t, nb::ndim<2>> View() const {
@@ -396,7 +410,7 @@ NB_MODULE(_native, m) {
   nb::class_<PySource>(m, "Source")
       .def_static("file", &PySource::File, "path"_a)
       .def_static("server", &PySource::Server, "connect"_a, "target"_a, "table"_a,
-                  "allow_local"_a = true)
+                  "allow_local"_a = true, "open_timeout"_a = 0.0)
       .def_static("sharded", &PySource::Sharded, "connect"_a, "manifest"_a,
                   "allow_local"_a = true)
       .def_static("object", &PySource::Object, "url"_a)
@@ -419,5 +433,6 @@ NB_MODULE(_native, m) {
       .def_prop_ro("dtype", &PyTable::dtype)
       .def_prop_ro("path", &PyTable::path)
       .def_prop_ro("data_offset", &PyTable::data_offset)
+      .def("verify_rows", &PyTable::VerifyRows, "begin"_a, "end"_a)
       .def("view", &PyTable::View);
 }

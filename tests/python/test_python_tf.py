@@ -93,6 +93,21 @@ def test_graph_mode_partitioned_variable(table):
     assert len(parts) == 3
 
 
+def test_column_partitioned_variable_is_refused_with_its_real_shape(table):
+    # Once: "variable 'emb' has shape [9000, 4]" for a [3000, 16] variable in 4 column slices.
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable(
+            "emb", [ROWS, DIM], initializer=tf.zeros_initializer(),
+            partitioner=tf.compat.v1.fixed_size_partitioner(4, axis=1))
+        with tf.compat.v1.Session(graph=g) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            with pytest.raises(embstore.errors.InvalidArgumentError,
+                               match=r"'emb' has shape \[3000, 16\] in 4 slices along columns "
+                                     r".*partitioned by rows"):
+                embstore.tf.initialize(sess, {v: "item_mat"}, table)
+
+
 def test_monitored_training_session_hook(table, tmp_path):
     ckpt = str(tmp_path / "train")
     g = tf.Graph()

@@ -118,9 +118,13 @@ Result<std::vector<TableDesc>> Client::ListTables() {
   return out;
 }
 
-Result<TableDesc> Client::Describe(const std::string& table) {
+Result<TableDesc> Client::Describe(const std::string& table,
+                                   std::optional<Clock::time_point> deadline) {
   grpc::ClientContext ctx;
-  internal::PrepareContext(&ctx, options_, std::nullopt, true);
+  if (deadline && options_.rpc_timeout.count() > 0) {
+    deadline = std::min(*deadline, Clock::now() + options_.rpc_timeout);
+  }
+  internal::PrepareContext(&ctx, options_, deadline, true);
   v1::DescribeTableRequest req;
   req.set_table(table);
   v1::TableInfo info;

@@ -22,6 +22,17 @@ def _partitions(variable):
     out, row = [], 0
     for p in parts:
         info = getattr(p, "_save_slice_info", None)
+        if info is not None and (any(info.var_offset[1:]) or
+                                 list(info.var_shape[1:]) != list(info.full_shape[1:])):
+            # Slices along columns (fixed_size_partitioner(n, axis=1)): each holds some columns
+            # of every row. Summing their rows would report a shape the variable does not have.
+            full = [int(d) for d in info.full_shape]
+            shapes = ", ".join(str([int(d) for d in q.shape]) for q in parts)
+            raise InvalidArgumentError(
+                f"variable {_var_name(variable)!r} has shape {full} in {len(parts)} slices "
+                f"along columns ({shapes}); embstore fills variables partitioned by rows "
+                f"(axis=0, as fixed_size_partitioner(n) or min_max_variable_partitioner make "
+                f"them), since each slice then holds whole rows of the table")
         first = info.var_offset[0] if info is not None else row
         out.append((p, first))
         row = first + int(p.shape[0])

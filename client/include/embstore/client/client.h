@@ -179,7 +179,11 @@ class Client {
   const std::string& target() const { return options_.target; }
 
   Result<std::vector<TableDesc>> ListTables();
-  Result<TableDesc> Describe(const std::string& table);
+  // With a `deadline`, it bounds the call (connecting included) instead of rpc_timeout, when it
+  // comes first.
+  Result<TableDesc> Describe(
+      const std::string& table,
+      std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
 
   // Bytes Load() writes for `desc` and `options` (rows in range x row bytes, or x dim x 4 with
   // to_f32).

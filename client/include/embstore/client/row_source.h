@@ -114,10 +114,12 @@ Result<std::unique_ptr<RowSource>> OpenObjectSource(const std::string& url);
 
 // Table `table` on the server `connect.target`, described now. With `allow_local`, when the
 // server's file is this host's file (same device, inode, size, mtime and content id), reads go
-// to that file directly, as a file source would read it.
-Result<std::unique_ptr<RowSource>> OpenServerSource(const ConnectOptions& connect,
-                                                    const std::string& table,
-                                                    bool allow_local = true);
+// to that file directly, as a file source would read it. A positive `open_timeout` bounds the
+// opening (connecting and describing; DeadlineExceeded) when it is shorter than rpc_timeout: a
+// load with a timeout passes what it has left.
+Result<std::unique_ptr<RowSource>> OpenServerSource(
+    const ConnectOptions& connect, const std::string& table, bool allow_local = true,
+    std::chrono::milliseconds open_timeout = std::chrono::milliseconds(0));
 
 // The logical table of the shard manifest at `manifest_path`. `connect` gives TLS, token and
 // timeouts (each shard has its target). With `describe_shards`, every shard is described and
