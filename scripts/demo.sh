@@ -17,8 +17,9 @@ while (($#)); do
   esac
 done
 
-bash scripts/setup.sh
-bash scripts/build.sh release
+# Only what the job needs: the Debian build packages, numpy, and the CLI and the Python package
+# compiled once in build/release (scripts/setup.sh --demo); no test environments or targets.
+bash scripts/setup.sh --demo
 EMB="$ROOT/build/release/cli/embstore"
 PY="$ROOT/.venv/bin/python"
 mkdir -p demo
