@@ -84,6 +84,25 @@ def test_file_backed_private_mapping_is_left_alone(tmp_path):
     del m
 
 
+def isolated(shape, dtype):
+    """A new array in a private anonymous mapping of its own, between two PROT_NONE pages: the
+    kernel merges nothing else into its mapping, so resident_pages() counts this array alone
+    (an ordinary array's mapping may take in the interpreter's other allocations, which made
+    the checks below flaky in a full test run)."""
+    import ctypes
+    dtype = np.dtype(dtype)
+    nbytes = int(np.prod(shape)) * dtype.itemsize
+    page = mmap.PAGESIZE
+    assert nbytes % page == 0
+    m = mmap.mmap(-1, nbytes + 2 * page, flags=mmap.MAP_PRIVATE)
+    base = ctypes.addressof(ctypes.c_char.from_buffer(m))
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.mprotect.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    for guard in (base, base + page + nbytes):
+        assert libc.mprotect(guard, page, 0) == 0, ctypes.get_errno()
+    return np.frombuffer(m, np.uint8, count=nbytes, offset=page).view(dtype).reshape(shape)
+
+
 def minor_faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 
@@ -96,7 +115,7 @@ def moved_or_skip(donor, shape, dtype):
 
 
 def test_zero_pages_move_into_a_new_array_that_needs_no_new_memory():
-    donor = np.ones((4096, 4096), np.float32)
+    donor = isolated((4096, 4096), np.float32)
     donor[:] = 0  # written: every page resident
     before = rss_bytes()
     out = moved_or_skip(donor, (2048, 8192), np.float32)
@@ -116,7 +135,7 @@ def test_zero_pages_move_into_a_new_array_that_needs_no_new_memory():
 
 
 def test_only_the_zero_prefix_moves_and_the_donor_keeps_its_values():
-    donor = np.zeros(32 * MIB // 8, np.float64)
+    donor = isolated((32 * MIB // 8,), np.float64)
     donor[:] = 0
     donor[len(donor) // 2 + 1000] = 1.5
     donor[-1] = -2.0
