@@ -8,14 +8,31 @@
 namespace embstore::convert {
 namespace {
 constexpr std::size_t kSnippetBytes = 60;
+
+// A character of interest in messages: its UTF-8 bytes (or control byte) and its name.
+struct NamedChar {
+  const char* bytes;
+  const char* name;
+};
+
+// The length of the entry of `table` found at s[i] (0 if none), and its name.
+template <std::size_t N>
+std::size_t MatchAt(const NamedChar (&table)[N], std::string_view s, std::size_t i,
+                    const char** name) {
+  for (const NamedChar& c : table) {
+    std::string_view b(c.bytes);
+    if (s.substr(i, b.size()) == b) {
+      *name = c.name;
+      return b.size();
+    }
+  }
+  return 0;
+}
+
 }  // namespace
 
 std::size_t ExoticSpaceAt(std::string_view s, std::size_t i, const char** name) {
-  struct Space {
-    const char* bytes;
-    const char* name;
-  };
-  static const Space kSpaces[] = {
+  static const NamedChar kSpaces[] = {
       {"\v", "U+000B LINE TABULATION (\\v)"},   {"\f", "U+000C FORM FEED (\\f)"},
       {"\x1c", "U+001C FILE SEPARATOR"},        {"\x1d", "U+001D GROUP SEPARATOR"},
       {"\x1e", "U+001E RECORD SEPARATOR"},      {"\x1f", "U+001F UNIT SEPARATOR"},
@@ -26,13 +43,7 @@ std::size_t ExoticSpaceAt(std::string_view s, std::size_t i, const char** name) 
       {"\xe2\x81\x9f", "U+205F MEDIUM MATHEMATICAL SPACE"},
       {"\xe3\x80\x80", "U+3000 IDEOGRAPHIC SPACE"},
   };
-  for (const Space& sp : kSpaces) {
-    std::string_view b(sp.bytes);
-    if (s.substr(i, b.size()) == b) {
-      *name = sp.name;
-      return b.size();
-    }
-  }
+  if (std::size_t n = MatchAt(kSpaces, s, i, name)) return n;
   // U+2000 .. U+200A: EN QUAD .. HAIR SPACE.
   if (i + 3 <= s.size() && s[i] == '\xe2' && s[i + 1] == '\x80' &&
       static_cast<unsigned char>(s[i + 2]) >= 0x80 && static_cast<unsigned char>(s[i + 2]) <= 0x8a) {
@@ -43,25 +54,14 @@ std::size_t ExoticSpaceAt(std::string_view s, std::size_t i, const char** name) 
 }
 
 std::size_t InvisibleAt(std::string_view s, std::size_t i, const char** name) {
-  struct Invisible {
-    const char* bytes;
-    const char* name;
-  };
-  static const Invisible kInvisible[] = {
+  static const NamedChar kInvisible[] = {
       {"\xef\xbb\xbf", "U+FEFF BYTE ORDER MARK"},
       {"\xe2\x80\x8b", "U+200B ZERO WIDTH SPACE"},
       {"\xe2\x80\x8c", "U+200C ZERO WIDTH NON-JOINER"},
       {"\xe2\x80\x8d", "U+200D ZERO WIDTH JOINER"},
       {"\xe2\x81\xa0", "U+2060 WORD JOINER"},
   };
-  for (const Invisible& c : kInvisible) {
-    std::string_view b(c.bytes);
-    if (s.substr(i, b.size()) == b) {
-      *name = c.name;
-      return b.size();
-    }
-  }
-  return 0;
+  return MatchAt(kInvisible, s, i, name);
 }
 
 std::string ExoticSpaceNote(std::string_view line) {

@@ -65,6 +65,16 @@ def run(cmd, **kw):
     return subprocess.run([str(c) for c in cmd], capture_output=True, text=True, **kw)
 
 
+def flip_bits(path, offset, mask=0x10):
+    """XORs the byte at `offset` of the file `path` with `mask`, in place (doing it again undoes
+    it)."""
+    with open(path, "r+b") as f:
+        f.seek(offset)
+        b = f.read(1)
+        f.seek(offset)
+        f.write(bytes([b[0] ^ mask]))
+
+
 def write_table(make_table_bin, path, rows, dim, dtype="f32", keys=False, block_rows=0):
     """Writes a table of known values (expected_matrix) at `path`; keys are "k<row>"."""
     cmd = [str(make_table_bin), str(path), "--rows", str(rows), "--dim", str(dim), "--dtype", dtype,

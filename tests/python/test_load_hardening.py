@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import embstore
-from conftest import expected_matrix, run, wait_for_table, write_table
+from conftest import expected_matrix, flip_bits, run, wait_for_table, write_table
 
 ROWS, DIM = 200_000, 64  # 51 MB
 
@@ -22,12 +22,7 @@ def big(make_table_bin, tmp_path_factory):
                        block_rows=4096)
 
 
-def _flip(path, offset):
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0x10]))
+_flip = flip_bits
 
 
 def test_zero_copy_view_of_a_damaged_file_is_never_handed_out_verified(big):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import embstore
-from conftest import DATA, expected_matrix, run, wait_for_table, write_table
+from conftest import DATA, expected_matrix, flip_bits, run, wait_for_table, write_table
 
 ROWS, DIM, BLOCK = 1000, 16, 64
 
@@ -20,11 +20,7 @@ def _layout(path):
 
 
 def _flip(path, offset):
-    with open(path, "r+b") as f:
-        f.seek(offset)
-        b = f.read(1)
-        f.seek(offset)
-        f.write(bytes([b[0] ^ 0x04]))
+    flip_bits(path, offset, 0x04)
 
 
 def _flip_row(path, row):
