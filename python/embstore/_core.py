@@ -1,6 +1,7 @@
 """Sources, table descriptions and load(): the numpy layer every framework module builds on."""
 import numbers
 import os
+import re
 import time
 
 import numpy as np
@@ -10,6 +11,9 @@ from .errors import (CancelledError, DeadlineExceededError, InvalidArgumentError
                      MissingKeysError, NotFoundError)
 
 ALIGNMENT = 64
+# What is meant as a server target rather than a path: a scheme gRPC knows, or HOST:PORT without a
+# '/' ("tables/v2:old.emb" that does not exist is a missing file, not a bad address).
+_LOOKS_LIKE_TARGET = re.compile(r"^((unix|unix-abstract|dns|ipv4|ipv6):|[^/]*:[^/]*$)")
 
 
 def aligned_empty(shape, dtype, alignment=ALIGNMENT):
@@ -110,7 +114,7 @@ class Source:
             return cls("file", s)
         if os.path.isdir(s):
             return cls("dir", s)
-        if ":" in s:
+        if _LOOKS_LIKE_TARGET.match(s):
             # A server target, checked as the C++ client checks it (a port out of range is an
             # error, never wrapped onto another port).
             _native.check_target(s)

@@ -98,6 +98,13 @@ def test_a_port_out_of_range_is_refused_not_wrapped(small_server, embstore_bin, 
     assert embstore.load(small_server.tcp, "kt").shape == (1000, 8)
 
 
+def test_a_missing_file_whose_name_has_a_colon_is_not_found(tmp_path):
+    with pytest.raises(embstore.errors.NotFoundError, match="v2:old.emb"):
+        embstore.load(str(tmp_path / "v2:old.emb"))
+    with pytest.raises(embstore.errors.InvalidArgumentError, match="not a decimal number"):
+        embstore.load("localhost:fifty")
+
+
 def test_timeout_bounds_connecting_to_a_server_that_never_answers(embstore_bin, tmp_path):
     # A socket that accepts and then says nothing: gRPC waits 20 s for its SETTINGS frame.
     listener = socket.socket()
