@@ -232,7 +232,6 @@ Status Converter::Sniff(std::string_view line, const char* after) {
       // unless D is 1: then only a token that is not a number tells. Rows of a token and another
       // count of numbers are word2vec too (the parser then names the line, instead of falling
       // back to matrix).
-      const LineSample sample = SampleLines(after, end);
       bool rows_fit = next_fields.size() == hd + 1;
       for (std::size_t i = 1; rows_fit && i < next_fields.size(); ++i) {
         rows_fit = IsNumber(next_fields[i]);
@@ -245,7 +244,8 @@ Status Converter::Sniff(std::string_view line, const char* after) {
         format_ = InputFormat::kWord2VecBinary;
         note = "line " + std::to_string(line_no) + " " + Quote(line) +
                " is a word2vec header and binary rows follow";
-      } else if (text_row || (rows_fit && (hd != 1 || sample.token_line != 0))) {
+      } else if (text_row ||
+                 (rows_fit && (hd != 1 || SampleLines(after, end).token_line != 0))) {
         format_ = InputFormat::kWord2Vec;
         note = "line " + std::to_string(line_no) + " " + Quote(line) +
                " is a word2vec header and the next line has a token and " +

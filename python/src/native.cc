@@ -191,6 +191,13 @@ struct PyConnectOptions {
   client::ConnectOptions o;
 };
 
+// Seconds from Python as milliseconds: any positive time is at least 1 ms (0 means none).
+std::chrono::milliseconds Millis(double seconds) {
+  return std::chrono::milliseconds(
+      seconds > 0 ? std::max<long long>(1, static_cast<long long>(std::ceil(seconds * 1000)))
+                  : 0);
+}
+
 // How one read goes: the plain fields of client::ReadOptions (callbacks are per call).
 struct PyReadOptions {
   int streams = 0;
@@ -203,11 +210,7 @@ struct PyReadOptions {
   client::ReadOptions ToNative() const {
     client::ReadOptions r;
     r.streams = streams;
-    // Any positive timeout is at least a millisecond (0 means none).
-    if (timeout > 0) {
-      r.timeout = std::chrono::milliseconds(
-          std::max<long long>(1, static_cast<long long>(std::ceil(timeout * 1000))));
-    }
+    if (timeout > 0) r.timeout = Millis(timeout);
     r.verify = verify;
     r.to_f32 = to_f32;
     r.chunk_bytes = chunk_bytes;
@@ -227,10 +230,7 @@ class PySource {
                          const std::string& table, bool allow_local, double open_timeout) {
     client::ConnectOptions o = c.o;
     o.target = target;
-    const auto bound = std::chrono::milliseconds(
-        open_timeout > 0 ? std::max<long long>(1, static_cast<long long>(
-                                                      std::ceil(open_timeout * 1000)))
-                         : 0);
+    const auto bound = Millis(open_timeout);
     return PySource(
         WithoutGil([&] { return client::OpenServerSource(o, table, allow_local, bound); }));
   }

@@ -3,9 +3,9 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
+
+#include "embstore/common/malloc_settings.h"
 
 #if defined(__GLIBC__)
 #include <malloc.h>
@@ -31,12 +31,7 @@ void FixHeapThresholds() {
 #if defined(__GLIBC__)
   static std::once_flag once;
   std::call_once(once, [] {
-    const char* tunables = std::getenv("GLIBC_TUNABLES");
-    if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
-        std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr ||
-        (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr)) {
-      return;  // the operator's settings win
-    }
+    if (MallocThresholdsSetByOperator()) return;  // the operator's settings win
     ::mallopt(M_MMAP_THRESHOLD, static_cast<int>(kServerMmapThreshold));
     ::mallopt(M_TRIM_THRESHOLD, static_cast<int>(kServerTrimThreshold));
   });

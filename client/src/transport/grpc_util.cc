@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "embstore/common/address.h"
+#include "embstore/common/malloc_settings.h"
 #include "embstore/common/read_file.h"
 
 namespace embstore::client::internal {
@@ -32,12 +33,7 @@ void KeepReceiveBuffersForReuse() {
   std::call_once(once, [] {
     const char* opt = std::getenv("EMBSTORE_MALLOC_TUNING");
     if (opt != nullptr && std::strcmp(opt, "0") == 0) return;
-    const char* tunables = std::getenv("GLIBC_TUNABLES");
-    if (std::getenv("MALLOC_MMAP_THRESHOLD_") != nullptr ||
-        std::getenv("MALLOC_TRIM_THRESHOLD_") != nullptr ||
-        (tunables != nullptr && std::strstr(tunables, "glibc.malloc.") != nullptr)) {
-      return;
-    }
+    if (MallocThresholdsSetByOperator()) return;
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 64 << 20);
   });
