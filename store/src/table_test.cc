@@ -5,6 +5,10 @@
 #include <unistd.h>
 
 #include <cstring>
+#include <utility>
+#include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
@@ -95,6 +99,56 @@ TEST(Table, KeysWithUnicodeAndLookupMisses) {
   for (std::size_t r = 0; r < keys.size(); ++r) EXPECT_EQ(*t->FindKey(keys[r]), r);
   EXPECT_EQ(*t->FindKey("ü"), std::nullopt);
   EXPECT_EQ(*t->FindKey(""), std::nullopt);
+}
+
+// The file offset and size of tensor `name` of the table at `path` (docs/FORMAT.md).
+std::pair<std::uint64_t, std::uint64_t> TensorBytes(const std::string& path, std::string_view name) {
+  int fd = ::open(path.c_str(), O_RDONLY);
+  std::uint64_t n = 0;
+  EXPECT_EQ(::pread(fd, &n, 8, 0), 8);
+  std::string json(n, '\0');
+  EXPECT_EQ(::pread(fd, json.data(), n, 8), static_cast<ssize_t>(n));
+  ::close(fd);
+  auto offsets = nlohmann::json::parse(json)[std::string(name)]["data_offsets"];
+  const std::uint64_t begin = offsets[0].get<std::uint64_t>();
+  return {8 + n + begin, offsets[1].get<std::uint64_t>() - begin};
+}
+
+// Fills the key index of the table file in place with `slot` in every slot, as a writer that
+// does not publish by rename might leave it.
+void OverwriteKeyIndex(const std::string& path, std::uint64_t slot) {
+  auto [offset, size] = TensorBytes(path, kTensorKeyIndex);
+  std::vector<std::uint64_t> slots(size / 8, slot);
+  int fd = ::open(path.c_str(), O_WRONLY);
+  ASSERT_EQ(::pwrite(fd, slots.data(), size, static_cast<off_t>(offset)),
+            static_cast<ssize_t>(size));
+  ::close(fd);
+}
+
+// The index is read through the mapping after Open(): bytes rewritten in place since are
+// Corruption naming the file, never a probe without end or a read past the key bytes.
+TEST(Table, KeyLookupInAnIndexRewrittenInPlaceIsCorruption) {
+  std::string path = TempDir() + "/t.emb";
+  std::vector<std::string> keys = {"a", "b", "c", "d", "e"};
+  ASSERT_TRUE(WriteTable(path, RandomMatrix(5, 2, 1), 2, DType::kF32, &keys).ok());
+  auto t = *Table::Open(path);
+  ASSERT_EQ(*t->FindKey("c"), 2u);
+
+  OverwriteKeyIndex(path, 1000);  // rows past the table's 5
+  auto past = t->FindKey("c");
+  ASSERT_EQ(past.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(past.status().message().find("names row 1000 of 5 (the file changed after it was "
+                                         "opened)"),
+            std::string::npos)
+      << past.status().message();
+  EXPECT_NE(past.status().message().find("t.emb"), std::string::npos);
+
+  OverwriteKeyIndex(path, 0);  // every slot filled, none empty: a probe must still end
+  auto full = t->FindKey("no-such-key");
+  ASSERT_EQ(full.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(full.status().message().find("keys.index has no empty slot"), std::string::npos)
+      << full.status().message();
+  EXPECT_EQ(*t->FindKey("a"), 0u);  // row 0's key is still where every slot points
 }
 
 TEST(Table, TableWithoutKeysAnswersNoKey) {
