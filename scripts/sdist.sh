@@ -18,6 +18,9 @@ PY="${EMBSTORE_SDIST_PYTHON:-$ROOT/.venv/bin/python}"
 "$PY" -c "import scikit_build_core" 2>/dev/null ||
   { echo "sdist: $PY has no scikit-build-core (run scripts/setup.sh --demo first)" >&2; exit 1; }
 
+command -v git >/dev/null && git -C "$ROOT" rev-parse --git-dir >/dev/null 2>&1 ||
+  { echo "sdist: needs git and a clone of the repository (it takes the files git tracks)" >&2; exit 1; }
+
 version="$(sed -n 's/^project(embstore VERSION \([0-9.]*\).*/\1/p' CMakeLists.txt)"
 work="$(mktemp -d -t embstore-sdist-XXXXXX)"
 trap 'rm -rf "$work"' EXIT
