@@ -13,6 +13,8 @@
 #include <thread>
 #include <utility>
 
+#include "embstore/common/ca_bundle.h"
+
 namespace embstore::objstore {
 
 struct S3Client::Request {
@@ -335,6 +337,10 @@ Result<S3Client::Response> S3Client::PerformOnce(const Request& r, bool* retry) 
   }
   char errbuf[CURL_ERROR_SIZE] = {0};
   curl_easy_setopt(curl, CURLOPT_ERRORBUFFER, errbuf);
+  // The host's CA bundle, wherever its distribution keeps it (a portable build's own OpenSSL
+  // would otherwise look only where Debian does).
+  static const std::string ca_bundle = SystemCaBundle();
+  if (!ca_bundle.empty()) curl_easy_setopt(curl, CURLOPT_CAINFO, ca_bundle.c_str());
 
   const CURLcode rc = curl_easy_perform(curl);
   curl_easy_getinfo(curl, CURLINFO_RESPONSE_CODE, &resp.status);

@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "embstore/common/address.h"
+#include "embstore/common/ca_bundle.h"
 #include "embstore/common/malloc_settings.h"
 #include "embstore/common/read_file.h"
 
@@ -69,6 +70,12 @@ Result<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(const ConnectO
   grpc::SslCredentialsOptions ssl;
   if (!o.tls.ca_file.empty()) {
     EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadSmallFile(o.tls.ca_file, "TLS CA file"));
+  } else if (std::getenv("GRPC_DEFAULT_SSL_ROOTS_FILE_PATH") == nullptr) {
+    // The host's CA bundle rather than gRPC's compiled-in roots.pem path, which a portable build
+    // does not have (and which misses the CAs an operator added to the system's bundle).
+    if (const std::string bundle = SystemCaBundle(); !bundle.empty()) {
+      EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_root_certs, ReadSmallFile(bundle, "system CA bundle"));
+    }
   }
   if (!o.tls.cert_file.empty() || !o.tls.key_file.empty()) {
     if (o.tls.cert_file.empty() || o.tls.key_file.empty()) {
