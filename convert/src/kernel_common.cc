@@ -69,14 +69,22 @@ bool ValidUtf8(std::string_view s, std::size_t* bad_offset) {
 namespace {
 
 constexpr ParseKernel kScalar{"scalar", &ParseChunkScalar};
+#if defined(__x86_64__)
 constexpr ParseKernel kAvx2{"avx2", &ParseChunkAvx2};
 constexpr ParseKernel kAvx512{"avx512", &ParseChunkAvx512};
+#elif defined(__aarch64__)
+constexpr ParseKernel kNeon{"neon", &ParseChunkNeon};
+#endif
 
 const ParseKernel& KernelFor(store::simd::Isa isa) {
   switch (isa) {
+#if defined(__x86_64__)
     case store::simd::Isa::kAvx512: return kAvx512;
     case store::simd::Isa::kAvx2: return kAvx2;
-    case store::simd::Isa::kScalar: break;
+#elif defined(__aarch64__)
+    case store::simd::Isa::kNeon: return kNeon;
+#endif
+    default: break;
   }
   return kScalar;
 }

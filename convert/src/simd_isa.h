@@ -1,10 +1,13 @@
 // The SIMD primitives of the chunk parser, written once over an xsimd architecture (private).
-// Included only by parse_avx2.cc and parse_avx512.cc, which are compiled with those ISA flags and
-// supply ToMask() for their architecture.
+// Included only by parse_avx2.cc, parse_avx512.cc (x86-64) and parse_neon.cc (aarch64), which are
+// compiled for those ISAs and supply ToMask() for their architecture (parse_neon.cc also its own
+// Digits16 and a wider DigitMask).
 #ifndef EMBSTORE_CONVERT_SRC_SIMD_ISA_H_
 #define EMBSTORE_CONVERT_SRC_SIMD_ISA_H_
 
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <cstdint>
 #include <type_traits>
@@ -58,6 +61,7 @@ struct SimdIsa {
     *brk = ToMask<Arch, ScanMask>((v == Batch('\n')) | (v == Batch('\r')) | (v == Batch(other)));
   }
 
+#if defined(__x86_64__)
   static int Ctz(ScanMask m) {
     if constexpr (kScanWidth == 64) {
       return static_cast<int>(_tzcnt_u64(m));
@@ -68,6 +72,15 @@ struct SimdIsa {
   static ScanMask LowBits(int k) {
     return static_cast<ScanMask>(_bzhi_u64(~std::uint64_t{0}, static_cast<unsigned>(k)));
   }
+#else
+  // The same meaning as TZCNT and BZHI: Ctz(0) is the mask's width, LowBits(k >= 64) all ones.
+  static int Ctz(ScanMask m) {
+    return m == 0 ? static_cast<int>(8 * sizeof(ScanMask)) : __builtin_ctzll(m);
+  }
+  static ScanMask LowBits(int k) {
+    return static_cast<ScanMask>(k >= 64 ? ~std::uint64_t{0} : (std::uint64_t{1} << k) - 1);
+  }
+#endif
 
   // Scalar meaning: the first q in [p, end) with *q in set.c[0..5], else end. Whole blocks are
   // loaded while they stay inside the readable range; the rest goes byte by byte.
@@ -86,6 +99,7 @@ struct SimdIsa {
     return set.FindIn(p, end);
   }
 
+#if defined(__x86_64__)
   // Value of the n (1..16) ASCII digits that end at `last`. Scalar meaning: the loop
   // v = v * 10 + digit over [last - n, last).
   // One 16-byte load ending at `last` right-aligns the digits; lanes before them are zeroed, so
@@ -112,8 +126,10 @@ struct SimdIsa {
     auto lo = static_cast<std::uint64_t>(static_cast<std::uint32_t>(_mm_extract_epi32(t, 1)));
     return hi * 100000000ull + lo;
   }
+#endif
 };
 
+#if defined(__x86_64__)
 // The per-token halves of the kernels' eight-token paths (parse_avx2.cc,
 // parse_avx512.cc): plain bit operations on one token's byte-class masks, the same for every
 // instruction set.
@@ -185,6 +201,8 @@ struct SciShape {
   r.q = (xneg ? -xv : xv) - static_cast<int>(nf);
   return r;
 }
+
+#endif  // __x86_64__
 
 }  // namespace
 }  // namespace embstore::convert

@@ -26,9 +26,13 @@ const DTypeKernels& ScalarKernels() {
 
 const DTypeKernels& KernelsFor(simd::Isa isa) {
   switch (isa) {
+#if defined(__x86_64__)
     case simd::Isa::kAvx512: return Avx512Kernels();
     case simd::Isa::kAvx2: return Avx2Kernels();
-    case simd::Isa::kScalar: break;
+#elif defined(__aarch64__)
+    case simd::Isa::kNeon: return NeonKernels();
+#endif
+    default: break;
   }
   return ScalarKernels();
 }

@@ -1,7 +1,8 @@
 // Private: the per-ISA kernels behind dtype.h's span conversions.
 //
 // dtype_kernels_impl.h holds the generic code once; dtype_kernels_avx2.cc and
-// dtype_kernels_avx512.cc compile it with their ISA flags in their own namespaces, and dtype.cc
+// dtype_kernels_avx512.cc (x86-64 builds) and dtype_kernels_neon.cc (aarch64 builds) compile it
+// with their ISA flags in their own namespaces, and dtype.cc
 // compiles it without extra flags as the scalar reference. dtype.cc picks one table of kernels
 // per process.
 #ifndef EMBSTORE_STORE_DTYPE_KERNELS_H_
@@ -27,6 +28,7 @@ struct DTypeKernels {
 const DTypeKernels& ScalarKernels();
 const DTypeKernels& Avx2Kernels();    // requires AVX2 + F16C + FMA
 const DTypeKernels& Avx512Kernels();  // requires AVX-512 F/BW/VL/DQ
+const DTypeKernels& NeonKernels();    // aarch64 builds only
 
 // The kernels of one level (precondition: simd::CpuSupports(isa)), and those of simd::ActiveIsa(),
 // which dtype.h's conversions use.

@@ -9,6 +9,9 @@
 #if defined(__F16C__) || defined(__AVX512F__)
 #include <immintrin.h>
 #endif
+#if defined(__aarch64__) && defined(EMBSTORE_KERNEL_NEON)
+#include <arm_neon.h>
+#endif
 
 #include "dtype_kernels.h"
 
@@ -114,6 +117,13 @@ inline void F16ToF32(const std::uint16_t* src, float* dst, std::size_t n) {
     __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i));
     _mm256_storeu_ps(dst + i, _mm256_cvtph_ps(h));
   }
+#elif defined(__aarch64__) && defined(EMBSTORE_KERNEL_NEON)
+  // FCVTL widens exactly, subnormals and NaN payloads included (FPCR.FZ16 is off on Linux).
+  for (; i + 8 <= n; i += 8) {
+    const float16x8_t h = vreinterpretq_f16_u16(vld1q_u16(src + i));
+    vst1q_f32(dst + i, vcvt_f32_f16(vget_low_f16(h)));
+    vst1q_f32(dst + i + 4, vcvt_high_f32_f16(h));
+  }
 #endif
   for (; i < n; ++i) dst[i] = HalfToFloat(src[i]);
 }
@@ -131,6 +141,14 @@ inline void F32ToF16(const float* src, std::uint16_t* dst, std::size_t n) {
     __m128i h =
         _mm256_cvtps_ph(_mm256_loadu_ps(src + i), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), h);
+  }
+#elif defined(__aarch64__) && defined(EMBSTORE_KERNEL_NEON)
+  // FCVTN rounds to nearest even (FPCR's default mode), overflows to infinity and quiets NaNs
+  // keeping their top payload bits: FloatToHalf's results, lane for lane.
+  for (; i + 8 <= n; i += 8) {
+    const float16x4_t lo = vcvt_f16_f32(vld1q_f32(src + i));
+    const float16x8_t h = vcvt_high_f16_f32(lo, vld1q_f32(src + i + 4));
+    vst1q_u16(dst + i, vreinterpretq_u16_f16(h));
   }
 #endif
   for (; i < n; ++i) dst[i] = FloatToHalf(src[i]);

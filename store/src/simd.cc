@@ -1,13 +1,17 @@
 #include "embstore/store/simd.h"
 
+#if defined(__x86_64__)
 #include <cpuid.h>
+#endif
 
 #include <cstdio>
 #include <cstdlib>
+#include <iterator>
 
 namespace embstore::store::simd {
 namespace {
 
+#if defined(__x86_64__)
 // F16C is CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c"; the
 // OS check for the AVX state it needs is part of the "avx2" test below).
 bool HasF16c() {
@@ -27,9 +31,18 @@ bool Probe(Isa isa) {
       return Probe(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
              __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
              __builtin_cpu_supports("avx512dq");
+    case Isa::kNeon:
+      return false;
   }
   return false;
 }
+#elif defined(__aarch64__)
+// Advanced SIMD and its half-precision conversions are part of ARMv8-A: every aarch64 CPU that
+// Linux runs on has them (the compiler uses them at the baseline, -march=armv8-a).
+bool Probe(Isa isa) { return isa == Isa::kScalar || isa == Isa::kNeon; }
+#else
+bool Probe(Isa isa) { return isa == Isa::kScalar; }
+#endif
 
 struct Choice {
   Isa isa = Isa::kScalar;
@@ -38,7 +51,7 @@ struct Choice {
 
 Choice Choose() {
   Isa best = Isa::kScalar;
-  for (Isa isa : {Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : {Isa::kAvx2, Isa::kAvx512, Isa::kNeon}) {  // worst to best per architecture
     if (Probe(isa)) best = isa;
   }
   const char* forced = std::getenv("EMBSTORE_FORCE_KERNEL");
@@ -48,7 +61,7 @@ Choice Choose() {
   if (want && Probe(*want)) return {*want, "forced by EMBSTORE_FORCE_KERNEL=" + value};
   std::string why = want ? "EMBSTORE_FORCE_KERNEL=" + value + " is not supported by this CPU"
                          : "EMBSTORE_FORCE_KERNEL=" + value +
-                               " is not one of scalar, avx2, avx512";
+                               " is not one of scalar, avx2, avx512, neon";
   std::fprintf(stderr, "embstore: warning: %s; using %s\n", why.c_str(),
                std::string(IsaName(best)).c_str());
   return {best, why};
@@ -66,26 +79,28 @@ std::string_view IsaName(Isa isa) {
     case Isa::kScalar: return "scalar";
     case Isa::kAvx2: return "avx2";
     case Isa::kAvx512: return "avx512";
+    case Isa::kNeon: return "neon";
   }
   return "?";
 }
 
 std::optional<Isa> ParseIsa(std::string_view name) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     if (name == IsaName(isa)) return isa;
   }
   return std::nullopt;
 }
 
 bool CpuSupports(Isa isa) {
-  static const bool avx2 = Probe(Isa::kAvx2);
-  static const bool avx512 = Probe(Isa::kAvx512);
-  return isa == Isa::kScalar || (isa == Isa::kAvx2 && avx2) || (isa == Isa::kAvx512 && avx512);
+  static const bool supported[] = {Probe(Isa::kScalar), Probe(Isa::kAvx2), Probe(Isa::kAvx512),
+                                   Probe(Isa::kNeon)};
+  const auto i = static_cast<std::size_t>(isa);
+  return i < std::size(supported) && supported[i];
 }
 
 std::vector<Isa> SupportedIsas() {
   std::vector<Isa> out;
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     if (CpuSupports(isa)) out.push_back(isa);
   }
   return out;

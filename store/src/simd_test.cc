@@ -3,14 +3,16 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 
 namespace embstore::store::simd {
 namespace {
 
 TEST(Simd, NamesRoundTrip) {
-  for (Isa isa : {Isa::kScalar, Isa::kAvx2, Isa::kAvx512}) {
+  for (Isa isa : kAllIsas) {
     EXPECT_EQ(ParseIsa(IsaName(isa)), isa);
   }
+  EXPECT_EQ(ParseIsa("neon"), Isa::kNeon);
   EXPECT_FALSE(ParseIsa("AVX2").has_value());
   EXPECT_FALSE(ParseIsa("").has_value());
   EXPECT_FALSE(ParseIsa("sse").has_value());
@@ -27,6 +29,14 @@ TEST(Simd, ActiveLevelIsSupportedAndDescribed) {
   if (CpuSupports(Isa::kAvx512)) {
     EXPECT_TRUE(CpuSupports(Isa::kAvx2));
   }
+  // Each build runs only its own architecture's levels, and always its SIMD one on aarch64.
+#if defined(__aarch64__)
+  EXPECT_TRUE(CpuSupports(Isa::kNeon));
+  EXPECT_EQ(ActiveIsa() == Isa::kNeon || std::getenv("EMBSTORE_FORCE_KERNEL") != nullptr, true);
+  EXPECT_FALSE(CpuSupports(Isa::kAvx2));
+#else
+  EXPECT_FALSE(CpuSupports(Isa::kNeon));
+#endif
   const std::string line = DescribeActiveIsa();
   EXPECT_EQ(line.rfind("simd: " + std::string(IsaName(ActiveIsa())) + " (", 0), 0u) << line;
 }

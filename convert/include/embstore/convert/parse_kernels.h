@@ -126,10 +126,15 @@ const ParseKernel& ActiveParseKernel();
 // The parse kernel of every level this CPU runs, scalar first.
 std::vector<const ParseKernel*> SupportedParseKernels();
 
-// Per-ISA entry points (parse_*.cc).
+// Per-ISA entry points (parse_*.cc): the x86-64 ones in x86-64 builds, the NEON one in aarch64
+// builds.
 void ParseChunkScalar(const ChunkText& text, const ParseParams& params, ChunkResult* out);
+#if defined(__x86_64__)
 void ParseChunkAvx2(const ChunkText& text, const ParseParams& params, ChunkResult* out);
 void ParseChunkAvx512(const ChunkText& text, const ParseParams& params, ChunkResult* out);
+#elif defined(__aarch64__)
+void ParseChunkNeon(const ChunkText& text, const ParseParams& params, ChunkResult* out);
+#endif
 
 // True when [p, end) is valid UTF-8 (no overlongs, surrogates or code points past U+10FFFF);
 // otherwise stores the offset of the first bad byte.
