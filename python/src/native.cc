@@ -38,12 +38,6 @@ using namespace nb::literals;
 namespace embstore::python {
 namespace {
 
-std::string FormatSeconds(double s) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%g s", s);
-  return buf;
-}
-
 // Raises the embstore.errors class for `st` (NotFound, Corruption, ...).
 [[noreturn]] void Raise(const Status& st) {
   const char* cls = "EmbstoreError";

@@ -2,12 +2,14 @@
 
 #include <unistd.h>
 
+#include <cstddef>
 #include <cstdio>
 #include <mutex>
 
 #include "embstore/common/malloc_settings.h"
 
 #if defined(__GLIBC__)
+#include <dlfcn.h>
 #include <malloc.h>
 #endif
 
@@ -17,10 +19,34 @@ namespace {
 #if defined(__GLIBC__)
 // Anonymous resident bytes not accounted for by malloc's allocations: free heap pages still
 // resident, plus a little that is not the heap at all (thread stacks); only its growth matters.
+// Bytes malloc has handed out, from the arenas and by mmap. mallinfo2 (glibc 2.33) is looked up
+// at run time, because the portable build runs on glibc 2.28; older glibcs have only mallinfo,
+// whose int fields wrap past 2 GiB (the heap growth this watches is far smaller). The field
+// layouts are glibc's: ten size_t (mallinfo2) or int (mallinfo) counters in this order.
+template <typename T>
+struct MallInfo {
+  T arena, ordblks, smblks, hblks, hblkhd, usmblks, fsmblks, uordblks, fordblks, keepcost;
+};
+std::uint64_t MallocUsedBytes() {
+  using Info2 = MallInfo<std::size_t> (*)();
+  using Info1 = MallInfo<int> (*)();
+  static void* const info2 = ::dlsym(RTLD_DEFAULT, "mallinfo2");
+  static void* const info1 = ::dlsym(RTLD_DEFAULT, "mallinfo");
+  if (info2 != nullptr) {
+    const auto mi = reinterpret_cast<Info2>(info2)();
+    return mi.uordblks + mi.hblkhd;
+  }
+  if (info1 != nullptr) {
+    const auto mi = reinterpret_cast<Info1>(info1)();
+    return static_cast<std::uint32_t>(mi.uordblks) + static_cast<std::uint64_t>(
+                                                        static_cast<std::uint32_t>(mi.hblkhd));
+  }
+  return 0;
+}
+
 std::uint64_t FreeResidentHeap() {
   const std::uint64_t anon = AnonymousRssBytes();
-  const struct mallinfo2 mi = ::mallinfo2();
-  const std::uint64_t used = mi.uordblks + mi.hblkhd;  // handed out, from the arenas and by mmap
+  const std::uint64_t used = MallocUsedBytes();
   return anon > used ? anon - used : 0;
 }
 #endif

@@ -142,7 +142,9 @@ void GrpcServer::Shutdown(std::chrono::milliseconds grace) {
   const bool all_ended = handler_->WaitForNoCalls(deadline);
   auto stop_at = std::chrono::system_clock::now();
   if (all_ended) {
-    stop_at += std::min<Clock::duration>(deadline - Clock::now(), kConnectionCloseWait);
+    // system_clock's tick differs between standard libraries (libstdc++: ns, libc++: us).
+    stop_at += std::chrono::duration_cast<std::chrono::system_clock::duration>(
+        std::min<Clock::duration>(deadline - Clock::now(), kConnectionCloseWait));
   }
   server_->Shutdown(stop_at);
 }
