@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Sets up, builds (dev preset) and runs every test suite: C++ through ctest (with a real S3
 # server, built by scripts/s3-server.sh), the fuzz smoke runs, Python through pytest in .venv (TensorFlow 2.21, Keras 3, PyTorch), then the
-# TensorFlow suites again in .venv-tf215 (TensorFlow 2.15 with tf.estimator, Keras 2, numpy 1.x).
+# TensorFlow suites again in .venv-tf215 (TensorFlow 2.15 with tf.estimator, Keras 2, numpy 1.x),
+# then the portable wheels where their libraries are cached (the step "portable wheels" below).
 # Every suite runs even when an earlier one fails; the script ends with a summary of each suite
 # and exits non-zero if any failed. Extra arguments go to the first pytest run.
 # EMBSTORE_SKIP_FUZZ=1 skips the fuzz smoke runs.
@@ -144,6 +145,32 @@ if ((tf215_ready)); then
   run "pytest (TensorFlow 2.15)" tf215_pytest
 else
   not_run "pytest (TensorFlow 2.15)" "no .venv-tf215"
+fi
+
+# The portable (manylinux_2_28) wheels: their static libraries (gRPC, protobuf, OpenSSL, ...,
+# scripts/portable-deps.sh) take about an hour per target to build cold, more than a test run
+# can spend, so this step runs where that cache is warm, for both targets, and is skipped
+# otherwise (scripts/wheel.sh builds it). A representative part of the matrix: the x86_64 cp39
+# wheel (Debian 11's Python) and the aarch64 cp311 wheel, each checked in its root, plus the NEON
+# kernel tests under qemu (scripts/test-wheels.sh --roots). The full matrix is
+# `bash scripts/wheel.sh && bash scripts/test-wheels.sh` (docs/PYTHON.md, "Installing").
+portable_wheels() {
+  local out
+  out="$(mktemp -d)"
+  bash scripts/wheel.sh --target x86_64 --python 3.9 "$out" &&
+    bash scripts/wheel.sh --target aarch64 --python 3.11 "$out" &&
+    bash scripts/test-wheels.sh --roots "$out"
+  local rc=$?
+  rm -rf "$out"
+  return $rc
+}
+if bash scripts/portable-deps.sh --where x86_64 >/dev/null &&
+  bash scripts/portable-deps.sh --where aarch64 >/dev/null; then
+  run "portable wheels" portable_wheels
+else
+  names+=("portable wheels")
+  results+=("passed (skipped: no cached portable libraries; scripts/portable-deps.sh builds them)")
+  seconds+=("-")
 fi
 
 summary

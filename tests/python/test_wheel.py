@@ -31,7 +31,7 @@ def _editable_build_dir():
 def wheel(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
     env = dict(os.environ, EMBSTORE_WHEEL_BUILD_DIR=str(_editable_build_dir()))
-    r = subprocess.run(["bash", str(ROOT / "scripts" / "wheel.sh"), str(out)], env=env,
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "wheel.sh"), "--debian", str(out)], env=env,
                        capture_output=True, text=True, timeout=1800)
     assert r.returncode == 0, r.stdout + r.stderr
     wheels = list(out.glob("embstore-*.whl"))
