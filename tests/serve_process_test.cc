@@ -62,7 +62,8 @@ TEST_F(ServeProcessTest, ServesAndStopsGracefullyOnSigterm) {
   nlohmann::json listening = child.AwaitLog("listening");
   ASSERT_TRUE(listening.is_object()) << child.Stderr();
   const std::string simd = listening.value("simd", "");
-  EXPECT_TRUE(simd == "scalar" || simd == "avx2" || simd == "avx512") << listening.dump();
+  EXPECT_TRUE(simd == "scalar" || simd == "avx2" || simd == "avx512" ||
+              simd == "neon") << listening.dump();
   const std::string addr = listening["addresses"][0];
   auto channel = grpc::CreateChannel(addr, grpc::InsecureChannelCredentials());
   auto stub = v1::EmbStore::NewStub(channel);

@@ -12,8 +12,8 @@ from ._core import ALIGNMENT, Source, aligned_empty, load, numpy_dtype
 from ._native_import import _native
 
 __version__ = _native.__version__
-# Name of the SIMD kernel that converts F16/BF16 rows on this machine ("avx512", "avx2" or
-# "scalar"); EMBSTORE_FORCE_KERNEL set before the import forces one.
+# Name of the SIMD kernel that converts F16/BF16 rows on this machine ("avx512", "avx2",
+# "neon" or "scalar"); EMBSTORE_FORCE_KERNEL set before the import forces one.
 active_kernel = _native.active_kernel()
 from .errors import EmbstoreError, MissingKeysError
 

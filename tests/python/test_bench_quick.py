@@ -33,7 +33,7 @@ def test_quick_run_writes_results_plots_and_report(tmp_path):
     assert results["errors"] == {}
     machine = results["machine"]
     assert machine["cores"] >= 1 and machine["embstore_active_kernel"] in (
-        "scalar", "avx2", "avx512")
+        "scalar", "avx2", "avx512", "neon")
     assert set(machine["versions"]) >= {"numpy", "pandas", "pyarrow", "embstore"}
     assert len(results["load_average"]["start"]) == 3 and len(results["load_average"]["end"]) == 3
     # Every area of the report measured something, side by side with its baselines.

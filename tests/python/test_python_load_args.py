@@ -111,7 +111,7 @@ def test_local_progress_can_cancel_and_timeout_applies(make_table_bin, tmp_path)
 
 
 def test_active_kernel_is_a_value():
-    assert embstore.active_kernel in ("avx512", "avx2", "scalar")
+    assert embstore.active_kernel in ("avx512", "avx2", "neon", "scalar")
 
 
 def test_torch_validates_rows_once_for_every_entry_point(srv):

@@ -99,8 +99,8 @@ struct ConvertStats {
   double seconds = 0;
   unsigned threads = 0;
   bool gzip = false;
-  std::string kernel;               // SIMD level of the parse kernels: "avx512", "avx2" or
-                                    // "scalar" (store/simd.h)
+  std::string kernel;               // SIMD level of the parse kernels: "avx512", "avx2",
+                                    // "neon" or "scalar" (store/simd.h)
 };
 
 // Converts `input` ("-" for stdin) into a table file at `output`.

@@ -13,9 +13,9 @@
 // available_architectures() is not used: it reads AVX from the wrong CPUID leaf and does not check
 // the OS state, VL, BMI2 or F16C.)
 //
-// The choice: the best supported level, or EMBSTORE_FORCE_KERNEL=scalar|avx2|avx512|neon when set
-// and supported. A value that is unknown or that this CPU cannot run prints one warning on stderr and
-// the best supported level is used: forcing is a testing aid and must never select code the CPU
+// The choice: the best supported level, or EMBSTORE_FORCE_KERNEL=scalar|avx2|avx512|neon when
+// set and supported. A value that is unknown or that this CPU cannot run prints one warning on
+// stderr and the best supported level is used: forcing is a testing aid and must never select code the CPU
 // cannot run. The choice is made once per process and is thread-safe.
 #ifndef EMBSTORE_STORE_SIMD_H_
 #define EMBSTORE_STORE_SIMD_H_
