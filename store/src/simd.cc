@@ -4,6 +4,7 @@
 #include <cpuid.h>
 #endif
 
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <iterator>
@@ -12,27 +13,49 @@ namespace embstore::store::simd {
 namespace {
 
 #if defined(__x86_64__)
-// F16C is CPUID leaf 1, ECX bit 29 (clang's __builtin_cpu_supports does not know "f16c"; the
-// OS check for the AVX state it needs is part of the "avx2" test below).
-bool HasF16c() {
+// Read from CPUID and XGETBV here rather than through __builtin_cpu_supports: that builtin reads
+// a table the compiler's runtime library fills in, and not every toolchain's does (zig's
+// compiler-rt, which the portable wheels link, leaves it zero, so every level would read as
+// unsupported and the wheels would run scalar code).
+struct X86Features {
+  bool avx2 = false;    // AVX2, FMA, F16C, BMI1, BMI2, and the OS saves the YMM state
+  bool avx512 = false;  // AVX-512 F, BW, VL, DQ, and the OS saves the opmask and ZMM state
+};
+
+uint64_t Xgetbv0() {
+  uint32_t lo, hi;
+  // XGETBV with ECX = 0 reads XCR0: which register states the OS saves on a context switch.
+  __asm__ volatile("xgetbv" : "=a"(lo), "=d"(hi) : "c"(0));
+  return (uint64_t{hi} << 32) | lo;
+}
+
+X86Features ReadX86Features() {
+  X86Features f;
   unsigned eax, ebx, ecx, edx;
-  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) != 0 && (ecx & (1u << 29)) != 0;
+  if (__get_cpuid(1, &eax, &ebx, &ecx, &edx) == 0) return f;
+  const bool fma = ecx & (1u << 12), osxsave = ecx & (1u << 27), avx = ecx & (1u << 28),
+             f16c = ecx & (1u << 29);
+  if (!osxsave || !avx) return f;  // XGETBV exists only with OSXSAVE
+  const uint64_t xcr0 = Xgetbv0();
+  const bool ymm_state = (xcr0 & 0x6) == 0x6;     // SSE and AVX state
+  const bool zmm_state = (xcr0 & 0xe6) == 0xe6;   // and opmask, ZMM0-15 upper, ZMM16-31
+  if (__get_cpuid_max(0, nullptr) < 7) return f;
+  __cpuid_count(7, 0, eax, ebx, ecx, edx);
+  const bool bmi1 = ebx & (1u << 3), avx2 = ebx & (1u << 5), bmi2 = ebx & (1u << 8),
+             avx512f = ebx & (1u << 16), avx512dq = ebx & (1u << 17),
+             avx512bw = ebx & (1u << 30), avx512vl = ebx & (1u << 31);
+  f.avx2 = ymm_state && avx2 && fma && f16c && bmi1 && bmi2;
+  f.avx512 = f.avx2 && zmm_state && avx512f && avx512bw && avx512vl && avx512dq;
+  return f;
 }
 
 bool Probe(Isa isa) {
-  __builtin_cpu_init();
+  static const X86Features features = ReadX86Features();
   switch (isa) {
-    case Isa::kScalar:
-      return true;
-    case Isa::kAvx2:
-      return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-             __builtin_cpu_supports("bmi") && __builtin_cpu_supports("bmi2") && HasF16c();
-    case Isa::kAvx512:
-      return Probe(Isa::kAvx2) && __builtin_cpu_supports("avx512f") &&
-             __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
-             __builtin_cpu_supports("avx512dq");
-    case Isa::kNeon:
-      return false;
+    case Isa::kScalar: return true;
+    case Isa::kAvx2: return features.avx2;
+    case Isa::kAvx512: return features.avx512;
+    case Isa::kNeon: return false;
   }
   return false;
 }

@@ -4,6 +4,10 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <sstream>
+#include <string>
 
 namespace embstore::store::simd {
 namespace {
@@ -40,6 +44,29 @@ TEST(Simd, ActiveLevelIsSupportedAndDescribed) {
   const std::string line = DescribeActiveIsa();
   EXPECT_EQ(line.rfind("simd: " + std::string(IsaName(ActiveIsa())) + " (", 0), 0u) << line;
 }
+
+#if defined(__x86_64__)
+// The probe against the kernel's own reading of CPUID: Linux lists a feature in /proc/cpuinfo
+// only when the CPU has it and the OS saves its registers, the two things the probe checks.
+TEST(Simd, ProbeAgreesWithProcCpuinfo) {
+  std::ifstream in("/proc/cpuinfo");
+  if (!in) GTEST_SKIP() << "no /proc/cpuinfo";
+  std::set<std::string> flags;
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind("flags", 0) != 0) continue;
+    std::istringstream words(line.substr(line.find(':') + 1));
+    for (std::string w; words >> w;) flags.insert(w);
+    break;
+  }
+  ASSERT_FALSE(flags.empty()) << "no flags line in /proc/cpuinfo";
+  auto has = [&](std::initializer_list<const char*> names) {
+    return std::all_of(names.begin(), names.end(), [&](const char* n) { return flags.count(n); });
+  };
+  const bool avx2 = has({"avx2", "fma", "f16c", "bmi1", "bmi2"});
+  EXPECT_EQ(CpuSupports(Isa::kAvx2), avx2);
+  EXPECT_EQ(CpuSupports(Isa::kAvx512), avx2 && has({"avx512f", "avx512bw", "avx512vl", "avx512dq"}));
+}
+#endif
 
 }  // namespace
 }  // namespace embstore::store::simd

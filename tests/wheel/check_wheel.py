@@ -2,7 +2,8 @@
 of this machine, a Debian 11 root, an arm64 root under qemu). Run by scripts/test-wheels.sh with
 the environment's own python; needs only the wheel and numpy.
 
-1. `embstore --help` runs, and no gRPC, protobuf or abseil library of the system is loaded.
+1. `embstore --help` runs, no gRPC, protobuf or abseil library of the system is loaded, and the
+   package and the CLI both pick the best kernel level /proc/cpuinfo says this CPU runs.
 2. A text table (with keys, awkward numbers) converts with every parse kernel this CPU runs; each
    kernel's table is byte-identical to the scalar reference's, for f32, f16 and bf16 (with the
    overflow check on), and `embstore verify` passes on each.
@@ -78,6 +79,10 @@ def main():
             fail(f"a system {lib} is loaded into the process: {maps}")
     print(f"check_wheel: help ok; module {native.name}; kernel {embstore.active_kernel}; "
           f"python {sys.version.split()[0]}; numpy {np.__version__}", flush=True)
+    best = best_kernel()
+    if embstore.active_kernel != best:
+        fail(f"the package runs the {embstore.active_kernel} kernel, but this CPU runs {best} "
+             "(/proc/cpuinfo): the wheel's CPU probe is wrong")
 
     tmp = pathlib.Path(tempfile.mkdtemp(prefix="embstore-wheel-check-"))
     try:
@@ -86,6 +91,8 @@ def main():
         write_text_table(src, rows, dim)
         kernels = ["scalar"] + [k for k in ("avx2", "avx512", "neon") if supported(exe, k, src, tmp)]
         print(f"check_wheel: kernels here: {', '.join(kernels)}", flush=True)
+        if kernels[-1] != best:
+            fail(f"the CLI's best kernel is {kernels[-1]}, but this CPU runs {best}")
         tables = {}
         for dtype in ("f32", "f16", "bf16"):
             for k in kernels:
@@ -130,6 +137,22 @@ def main():
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print("check_wheel: ok", flush=True)
+
+
+def best_kernel():
+    """The best kernel level this CPU runs, from the kernel's own reading of CPUID (Linux lists a
+    feature in /proc/cpuinfo only when the OS also saves its registers); neon on aarch64."""
+    import platform
+    if platform.machine() == "aarch64":
+        return "neon"
+    flags = set()
+    for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+        if line.startswith("flags"):
+            flags = set(line.split(":", 1)[1].split())
+            break
+    if not {"avx2", "fma", "f16c", "bmi1", "bmi2"} <= flags:
+        return "scalar"
+    return "avx512" if {"avx512f", "avx512bw", "avx512vl", "avx512dq"} <= flags else "avx2"
 
 
 def supported(exe, kernel, src, tmp):

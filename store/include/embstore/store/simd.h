@@ -9,14 +9,14 @@
 //            ARMv8-A CPU has (Graviton, Grace, Ampere, Apple)
 // A build for one architecture has only its own levels; the others are never supported.
 // A level counts as supported only when the CPU has every feature and the OS saves the vector
-// registers it needs (XGETBV): the compiler's __builtin_cpu_supports checks both. (xsimd 8's
-// available_architectures() is not used: it reads AVX from the wrong CPUID leaf and does not check
-// the OS state, VL, BMI2 or F16C.)
+// registers it needs: simd.cc reads CPUID and XGETBV itself (not __builtin_cpu_supports, whose
+// table some toolchains' runtimes never fill in; not xsimd 8's available_architectures(), which
+// reads AVX from the wrong CPUID leaf and does not check the OS state, VL, BMI2 or F16C).
 //
 // The choice: the best supported level, or EMBSTORE_FORCE_KERNEL=scalar|avx2|avx512|neon when
 // set and supported. A value that is unknown or that this CPU cannot run prints one warning on
-// stderr and the best supported level is used: forcing is a testing aid and must never select code the CPU
-// cannot run. The choice is made once per process and is thread-safe.
+// stderr and the best supported level is used: forcing is a testing aid and must never select
+// code the CPU cannot run. The choice is made once per process and is thread-safe.
 #ifndef EMBSTORE_STORE_SIMD_H_
 #define EMBSTORE_STORE_SIMD_H_
 
