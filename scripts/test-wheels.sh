@@ -11,6 +11,7 @@
 #             gRPC, protobuf or abseil installed), and the aarch64 cp311 wheel inside a Debian 12
 #             arm64 root under qemu (the NEON kernels against the scalar reference there).
 #   Neither: both.
+#   --target T    only T's wheels and roots (x86_64 or aarch64; repeatable); default: both.
 # The roots are made once with debootstrap (a minute or two each, from the Debian mirror) and
 # kept under $EMBSTORE_CACHE (default ~/.cache/embstore)/roots/. Needs root, debootstrap,
 # qemu-user-static and binfmt-support (scripts/debian-packages.txt).
@@ -21,22 +22,28 @@ CACHE="${EMBSTORE_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/embstore}"
 MIRROR="${EMBSTORE_DEBIAN_MIRROR:-http://deb.debian.org/debian}"
 log() { echo "test-wheels: $*"; }
 die() { echo "test-wheels: $*" >&2; exit 1; }
-usage() { sed -n '2,19p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
+usage() { sed -n '2,18p' "${BASH_SOURCE[0]}" | sed 's/^# \{0,1\}//'; }
 
 host=0
 roots=0
 dist=""
+targets=()
 while (($#)); do
   case "$1" in
     -h | --help) usage; exit 0 ;;
     --host) host=1 ;;
     --roots) roots=1 ;;
+    --target)
+      [[ ${2:-} == x86_64 || ${2:-} == aarch64 ]] || die "--target takes x86_64 or aarch64 (got '${2:-}')"
+      targets+=("$2"); shift ;;
     -*) usage >&2; exit 2 ;;
     *) dist="$1" ;;
   esac
   shift
 done
 ((host || roots)) || { host=1; roots=1; }
+((${#targets[@]})) || targets=(x86_64 aarch64)
+wanted() { [[ " ${targets[*]} " == *" $1 "* ]]; }
 dist="$(realpath -m "${dist:-$ROOT/dist}")"
 CHECK="$ROOT/tests/wheel/check_wheel.py"
 
@@ -75,8 +82,9 @@ check_in_venv() {
 source "$ROOT/scripts/find_python.sh"
 
 shopt -s nullglob
-wheels=("$dist"/embstore-*-manylinux_2_28_*.whl)
-((${#wheels[@]})) || die "no manylinux_2_28 wheels in $dist (build them with scripts/wheel.sh)"
+wheels=()
+for t in "${targets[@]}"; do wheels+=("$dist"/embstore-*-manylinux_2_28_"$t".whl); done
+((${#wheels[@]})) || die "no manylinux_2_28 ${targets[*]} wheels in $dist (build them with scripts/wheel.sh)"
 
 # Every wheel: auditwheel's verdict is manylinux_2_28 (no symbol newer than GLIBC_2.28), and its
 # binaries need no library but glibc's.
@@ -170,7 +178,9 @@ check_in_root() {
 
 if ((roots)); then
   pick() { local w; for w in "${wheels[@]}"; do [[ $(basename "$w") == $1 ]] && { echo "$w"; return 0; }; done; return 1; }
-  if w="$(pick 'embstore-*-cp39-cp39-manylinux_2_28_x86_64.whl')"; then
+  if ! wanted x86_64; then
+    :
+  elif w="$(pick 'embstore-*-cp39-cp39-manylinux_2_28_x86_64.whl')"; then
     if dir="$(make_root bullseye-amd64 bullseye amd64)" && check_in_root "$dir" "$w" >"$CACHE/last-check.log" 2>&1; then
       record "$(basename "$w") in Debian 11 (glibc $(chroot "$dir" ldd --version | head -1 | awk '{print $NF}'))" \
         "passed ($(grep -c '^check_wheel:' "$CACHE/last-check.log") checks)"
@@ -181,7 +191,9 @@ if ((roots)); then
   else
     record "cp39 x86_64 wheel in Debian 11" "FAILED (no such wheel in $dist)"
   fi
-  if w="$(pick 'embstore-*-cp311-cp311-manylinux_2_28_aarch64.whl')"; then
+  if ! wanted aarch64; then
+    :
+  elif w="$(pick 'embstore-*-cp311-cp311-manylinux_2_28_aarch64.whl')"; then
     enable_qemu
     if dir="$(make_root bookworm-arm64 bookworm arm64)" && check_in_root "$dir" "$w" >"$CACHE/last-check.log" 2>&1; then
       record "$(basename "$w") in a Debian 12 arm64 root under qemu" \
@@ -197,7 +209,9 @@ if ((roots)); then
   # The C++ kernel tests built for aarch64 (the NEON parse and dtype kernels against the scalar
   # reference, store/src/dtype_test.cc and convert/src/parse_kernel_test.cc), run under qemu with
   # the arm64 root's glibc.
-  if prefix="$(bash "$ROOT/scripts/portable-deps.sh" --where aarch64)" &&
+  if ! wanted aarch64; then
+    :
+  elif prefix="$(bash "$ROOT/scripts/portable-deps.sh" --where aarch64)" &&
     dir="$(make_root bookworm-arm64 bookworm arm64)"; then
     build="$CACHE/portable/test-build/aarch64"
     emu="$(command -v qemu-aarch64-static)"

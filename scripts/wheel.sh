@@ -102,6 +102,19 @@ fi
 source "$ROOT/scripts/find_python.sh"
 
 # build_env V: a virtual environment of CPython V with the build tools (cached); prints its python.
+# auditwheel for a wheel of `target`: its repair reads the architecture from the wheel, but its
+# --plat option offers only the host's tags, so a cross build runs it as if on the target.
+auditwheel_for() {
+  local target="$1"
+  shift
+  "$PY" -c 'import platform, sys
+target = sys.argv.pop(1)
+platform.machine = lambda: target
+from auditwheel.main import main
+sys.argv[0] = "auditwheel"
+sys.exit(main())' "$target" "$@"
+}
+
 build_env() {
   local v="$1" interp env nb="$NANOBIND"
   [[ $v == 3.9 ]] && nb="$NANOBIND_CP39"
@@ -146,7 +159,7 @@ for target in "${targets[@]}"; do
       die "$target $py: the build failed"
     raw="$(ls "$work"/raw/embstore-*.whl)"
     # auditwheel checks that nothing needs more than glibc 2.28 and retags the wheel.
-    "$PY" -m auditwheel repair --plat "manylinux_2_28_$target" --wheel-dir "$work/repaired" \
+    auditwheel_for "$target" repair --plat "manylinux_2_28_$target" --wheel-dir "$work/repaired" \
       "$raw" >"$work/repair.log" 2>&1 || { cat "$work/repair.log" >&2; die "$target $py: auditwheel repair failed"; }
     wheel="$(ls "$work"/repaired/embstore-*.whl)"
     rm -f "$out/$(basename "$wheel")"
