@@ -54,6 +54,7 @@ def test_the_wheel_is_manylinux_and_vendors_its_libraries(wheel):
     assert "manylinux" in path.name and path.name.endswith("_x86_64.whl"), path.name
     names = zipfile.ZipFile(path).namelist()
     assert "embstore/bin/embstore" in names
+    assert "_embstore_cli.py" in names  # the console script's launcher, outside the package
     assert any(n.startswith("embstore/_native") for n in names)
     vendored = [n for n in names if n.startswith("embstore.libs/")]
     for lib in ("libgrpc++", "libprotobuf", "libabsl"):
@@ -78,6 +79,13 @@ def test_a_fresh_environment_loads_from_a_file_and_a_server_and_has_the_cli(venv
     assert r.returncode == 0 and "convert" in r.stdout and "serve" in r.stdout, r.stderr
     r = _run(venv, "embstore", "verify", store / "t.emb")
     assert r.returncode == 0, r.stderr
+    # The launcher starts the CLI without importing numpy or the package (0.1 s per command).
+    r = _run(venv, venv / "bin" / "python", "-c",
+             "import sys, _embstore_cli; print(_embstore_cli._binary()); "
+             "print([m for m in ('numpy', 'embstore') if m in sys.modules])")
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split("\n")[:2] == [
+        str(next(venv.glob("lib/python3*/site-packages/embstore/bin/embstore"))), "[]"], r.stdout
     sock = tmp_path / "s.sock"
     server = subprocess.Popen([str(venv / "bin" / "embstore"), "serve", "--store", str(store),
                                "--listen", f"unix:{sock}", "--log-level", "warn"])

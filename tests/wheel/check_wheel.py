@@ -2,7 +2,7 @@
 of this machine, a Debian 11 root, an arm64 root under qemu). Run by scripts/test-wheels.sh with
 the environment's own python; needs only the wheel and numpy.
 
-1. `embstore --help` runs, no gRPC, protobuf or abseil library of the system is loaded, and the
+1. `embstore --help` runs (its launcher imports neither numpy nor the package), no gRPC, protobuf or abseil library of the system is loaded, and the
    package and the CLI both pick the best kernel level /proc/cpuinfo says this CPU runs.
 2. A text table (with keys, awkward numbers) converts with every parse kernel this CPU runs; each
    kernel's table is byte-identical to the scalar reference's (but for its creation time), for f32, f16 and bf16 (with the
@@ -73,6 +73,12 @@ def main():
     r = run([exe, "--help"])
     if "convert" not in r.stdout or "serve" not in r.stdout:
         fail(f"embstore --help does not list its commands:\n{r.stdout}")
+    r = run([sys.executable, "-c", "import sys, _embstore_cli; print(_embstore_cli._binary()); "
+             "print(sorted(m for m in ('numpy', 'embstore') if m in sys.modules))"])
+    binary, imported = r.stdout.split("\n")[:2]
+    if imported != "[]" or not os.path.samefile(binary, pathlib.Path(embstore.__file__).parent
+                                                / "bin" / "embstore"):
+        fail(f"the `embstore` launcher imports {imported} or runs {binary}, not the package's CLI")
     native = pathlib.Path(embstore._native.__file__)
     maps = pathlib.Path("/proc/self/maps").read_text() if os.path.exists("/proc/self/maps") else ""
     for lib in ("libgrpc", "libprotobuf", "libabsl"):
