@@ -69,3 +69,22 @@ def test_quick_run_writes_results_plots_and_report(tmp_path):
         assert f"({'./' + name})" in report
     assert "## Where embstore is behind" in report
     assert "### Distributed start: 4 torch.distributed ranks from a server" in report
+
+
+def test_builds_bench_compares_two_installs_and_writes_its_ratios(tmp_path, embstore_bin):
+    """bench/builds_bench.py with this environment as both builds: every figure it reports is
+    there, and each build ran its own CLI."""
+    out = tmp_path / "r.json"
+    p = subprocess.run([sys.executable, str(ROOT / "bench" / "builds_bench.py"), "--a",
+                        sys.executable, "--b", sys.executable, "--cli-a", str(embstore_bin),
+                        "--cli-b", str(embstore_bin), "--rows", "3000", "--dim", "16", "--pairs",
+                        "2", "--repeat", "1", "--work-dir", str(tmp_path), "--json", str(out)],
+                       capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stdout[-3000:] + p.stderr[-3000:]
+    r = json.loads(out.read_text())
+    assert (r["rows"], r["dim"]) == (3000, 16)
+    for name in ("convert", "load_copy", "load_view"):
+        assert r[name]["pairs"] == 2 and r[name]["a_median_s"] > 0 and r[name]["b_median_s"] > 0
+        assert 0 < r[name]["ratio_min"] <= r[name]["ratio_median"] <= r[name]["ratio_max"]
+    assert r["convert"]["text_mb"] > 0 and r["load_copy"]["table_mb"] > 0
+    assert r["a"]["cli"] == r["b"]["cli"] == str(embstore_bin)
