@@ -110,13 +110,8 @@ RunFn RegisterConvert(CLI::App& app) {
     std::string out = args->output;
     std::unique_ptr<objstore::S3Client> s3;
     if (objstore::IsS3Url(args->output)) {
-      auto url = objstore::ParseS3Url(args->output);
+      auto url = objstore::ParseS3ObjectUrl(args->output, "an object key");
       if (!url.ok()) return ReportError("convert", url.status());
-      if (url->key.empty() || url->key.back() == '/') {
-        return ReportError("convert", Status::InvalidArgument("'" + args->output +
-                                                              "' names a bucket or prefix, not "
-                                                              "an object key"));
-      }
       auto client = S3FromEnvironment();
       if (!client.ok()) return ReportError("convert", client.status());
       s3 = std::move(client).value();

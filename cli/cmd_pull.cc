@@ -153,7 +153,7 @@ Result<objstore::S3Url> S3TableUrl(const std::string& from, const std::string& t
   if (!table.empty()) {
     if (!url.key.empty() && url.key.back() != '/') url.key += "/";
     url.key += table + ".emb";
-  } else if (url.key.empty() || url.key.back() == '/') {
+  } else if (url.NamesPrefix()) {
     return Status::InvalidArgument("--from '" + from +
                                    "' is a bucket or prefix: add --table NAME (the object "
                                    "PREFIX/NAME.emb)");

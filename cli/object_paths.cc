@@ -60,10 +60,8 @@ Result<objstore::TransferStats> DownloadTableTo(objstore::S3Client& s3, const ob
 Result<std::unique_ptr<LocalTable>> LocalTable::Fetch(const std::string& arg,
                                                       const std::string& command, bool verify) {
   if (!objstore::IsS3Url(arg)) return std::unique_ptr<LocalTable>(new LocalTable(arg, arg, nullptr));
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, objstore::ParseS3Url(arg));
-  if (url.key.empty() || url.key.back() == '/') {
-    return Status::InvalidArgument("'" + arg + "' names a bucket or prefix, not a table object");
-  }
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url,
+                            objstore::ParseS3ObjectUrl(arg, "a table object"));
   EMBSTORE_ASSIGN_OR_RETURN(auto s3, S3FromEnvironment());
   EMBSTORE_ASSIGN_OR_RETURN(auto scratch, ScratchDir::Make(command));
   std::string path = scratch->File(std::filesystem::path(url.key).filename().string());
@@ -99,10 +97,7 @@ LocalTable::~LocalTable() { Unlink(); }
 
 Result<objstore::TransferStats> UploadTableFrom(const std::string& local, const std::string& url,
                                                 const std::string& command) {
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url u, objstore::ParseS3Url(url));
-  if (u.key.empty() || u.key.back() == '/') {
-    return Status::InvalidArgument("'" + url + "' names a bucket or prefix, not an object key");
-  }
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url u, objstore::ParseS3ObjectUrl(url, "an object key"));
   EMBSTORE_ASSIGN_OR_RETURN(auto s3, S3FromEnvironment());
   Progress progress(command + " upload " + url);
   objstore::TransferOptions o;

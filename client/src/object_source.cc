@@ -198,10 +198,8 @@ std::uint64_t LoadLe64(const std::byte* p) {
 }  // namespace
 
 Result<std::unique_ptr<RowSource>> OpenObjectSource(const std::string& address) {
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, objstore::ParseS3Url(address));
-  if (url.key.empty() || url.key.back() == '/') {
-    return Status::InvalidArgument("'" + address + "' names a bucket or prefix, not a table object");
-  }
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url,
+                            objstore::ParseS3ObjectUrl(address, "a table object"));
   EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Config config, objstore::S3ConfigFromEnvironment());
   auto s3 = std::make_unique<objstore::S3Client>(std::move(config));
   EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectInfo info, s3->Head(url));

@@ -215,6 +215,15 @@ Result<S3Url> ParseS3Url(std::string_view s) {
   return u;
 }
 
+Result<S3Url> ParseS3ObjectUrl(std::string_view s, std::string_view what) {
+  EMBSTORE_ASSIGN_OR_RETURN(S3Url u, ParseS3Url(s));
+  if (u.NamesPrefix()) {
+    return Status::InvalidArgument("'" + std::string(s) + "' names a bucket or prefix, not " +
+                                   std::string(what));
+  }
+  return u;
+}
+
 namespace {
 
 // The raw text between <tag> and </tag> (entities left as they are), from *from on.

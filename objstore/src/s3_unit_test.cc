@@ -28,6 +28,27 @@ TEST(S3UrlTest, Parses) {
   EXPECT_NE(bad.status().message().find("not a bucket name"), std::string::npos);
 }
 
+TEST(S3UrlTest, ObjectAddressesAreNotBucketsOrPrefixes) {
+  for (const char* prefix : {"s3://tables", "s3://tables/", "s3://tables/emb/"}) {
+    auto u = ParseS3Url(prefix);
+    ASSERT_TRUE(u.ok()) << prefix;
+    EXPECT_TRUE(u->NamesPrefix()) << prefix;
+    auto o = ParseS3ObjectUrl(prefix, "a table object");
+    ASSERT_FALSE(o.ok()) << prefix;
+    EXPECT_EQ(o.status().code(), StatusCode::kInvalidArgument);
+    EXPECT_EQ(o.status().message(),
+              "'" + std::string(prefix) + "' names a bucket or prefix, not a table object");
+  }
+  auto o = ParseS3ObjectUrl("s3://tables/emb/item.emb", "an object key");
+  ASSERT_TRUE(o.ok()) << o.status().ToString();
+  EXPECT_FALSE(o->NamesPrefix());
+  EXPECT_EQ(o->key, "emb/item.emb");
+  // A bad address is ParseS3Url's error, not the prefix one.
+  auto bad = ParseS3ObjectUrl("s3://Bad_Bucket!/k", "an object key");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("not a bucket name"), std::string::npos);
+}
+
 TEST(S3XmlTest, TextAndEntities) {
   const std::string xml =
       "<R><Key>a&amp;b &lt;c&gt; &#233;</Key><Key>second</Key><Empty></Empty></R>";

@@ -7,23 +7,14 @@
 #include <cstring>
 #include <string>
 
+#include "embstore/proto/dtype.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
 
 namespace embstore::server {
 namespace {
 
-v1::DType ToProto(store::DType t) {
-  switch (t) {
-    case store::DType::kF32:
-      return v1::DTYPE_F32;
-    case store::DType::kF16:
-      return v1::DTYPE_F16;
-    case store::DType::kBF16:
-      return v1::DTYPE_BF16;
-  }
-  return v1::DTYPE_UNSPECIFIED;
-}
+using proto::ToProto;
 
 std::string Quote(const std::string& table) { return "table '" + table + "'"; }
 

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <thread>
 
+#include "embstore/proto/dtype.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
 #include "embstore/v1/embstore.grpc.pb.h"
@@ -21,18 +22,7 @@ using Clock = std::chrono::steady_clock;
 
 namespace {
 
-std::optional<store::DType> FromProto(v1::DType d) {
-  switch (d) {
-    case v1::DTYPE_F32:
-      return store::DType::kF32;
-    case v1::DTYPE_F16:
-      return store::DType::kF16;
-    case v1::DTYPE_BF16:
-      return store::DType::kBF16;
-    default:
-      return std::nullopt;
-  }
-}
+using proto::FromProto;
 
 Result<TableDesc> ToDesc(const v1::TableInfo& t, const std::string& o_target) {
   auto dtype = FromProto(t.dtype());

@@ -36,11 +36,16 @@ struct S3Url {
   std::string bucket;
   std::string key;
   std::string ToString() const { return "s3://" + bucket + (key.empty() ? "" : "/" + key); }
+  // Whether it names a bucket or a prefix ("s3://B", "s3://B/DIR/") rather than an object.
+  bool NamesPrefix() const { return key.empty() || key.back() == '/'; }
 };
 
 bool IsS3Url(std::string_view s);
 // InvalidArgument naming `s` when it is not s3://BUCKET[/KEY] with a valid bucket name.
 Result<S3Url> ParseS3Url(std::string_view s);
+// ParseS3Url, and InvalidArgument "'s' names a bucket or prefix, not <what>" unless it names an
+// object (`what`: "a table object", "an object key").
+Result<S3Url> ParseS3ObjectUrl(std::string_view s, std::string_view what);
 
 struct S3Config {
   std::string endpoint;  // scheme://host[:port], no trailing slash
