@@ -180,7 +180,13 @@ def test_network_loads_reuse_their_receive_buffers(make_table_bin, server):
                              check=True).stdout
         return [float(x) for x in out.split()]
 
-    tuned, untuned = faulted_per_byte(), faulted_per_byte(EMBSTORE_MALLOC_TUNING="0")
+    # How many receive buffers are in flight at once depends on how fast this process drains
+    # them, so a busy machine can fault more pages in on a tuned load too: the comparison is
+    # measured up to three times and must hold once (with the tuning broken it holds never).
+    for _ in range(3):
+        tuned, untuned = faulted_per_byte(), faulted_per_byte(EMBSTORE_MALLOC_TUNING="0")
+        if min(tuned) < 0.05 and sum(tuned) < 0.5 and sum(untuned) > 2 * sum(tuned):
+            break
     assert min(tuned) < 0.05 and sum(tuned) < 0.5, tuned
     assert sum(untuned) > 2 * sum(tuned), (untuned, tuned)
     # A user's own glibc setting is left alone.
