@@ -108,3 +108,16 @@ def test_a_fresh_environment_loads_from_a_file_and_a_server_and_has_the_cli(venv
         server.wait(timeout=15)
     np_want = expected_matrix(500, 8)
     assert np_want.shape == (500, 8)
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--target", "armv7"], "--target takes x86_64 or aarch64 (got 'armv7')"),
+    (["--target", "aarch64"], "no manylinux_2_28 aarch64 wheels in"),
+])
+def test_test_wheels_refuses_a_bad_target_and_a_dist_without_its_wheels(tmp_path, args, message):
+    # An x86_64 wheel alone does not satisfy --target aarch64: nothing is checked, and it says so.
+    (tmp_path / "embstore-0.1.0-cp311-cp311-manylinux_2_28_x86_64.whl").write_bytes(b"")
+    r = subprocess.run(["bash", str(ROOT / "scripts" / "test-wheels.sh"), *args, str(tmp_path)],
+                       capture_output=True, text=True, timeout=60)
+    assert r.returncode == 1, (r.stdout, r.stderr)
+    assert message in r.stderr, r.stderr
