@@ -86,6 +86,9 @@ wheels=()
 for t in "${targets[@]}"; do wheels+=("$dist"/embstore-*-manylinux_2_28_"$t".whl); done
 ((${#wheels[@]})) || die "no manylinux_2_28 ${targets[*]} wheels in $dist (build them with scripts/wheel.sh)"
 
+"$ROOT/.venv/bin/python" -m auditwheel --version >/dev/null 2>&1 ||
+  die "no auditwheel in $ROOT/.venv (make the environment first: bash scripts/setup.sh)"
+
 # Every wheel: auditwheel's verdict is manylinux_2_28 (no symbol newer than GLIBC_2.28), and its
 # binaries need no library but glibc's.
 for w in "${wheels[@]}"; do
@@ -213,7 +216,8 @@ if ((roots)); then
     :
   elif prefix="$(bash "$ROOT/scripts/portable-deps.sh" --where aarch64)" &&
     dir="$(make_root bookworm-arm64 bookworm arm64)"; then
-    build="$CACHE/portable/test-build/aarch64"
+    # One tree per checkout: CMake refuses a build tree made from another source folder.
+    build="$CACHE/portable/test-build/aarch64-$(printf '%s' "$ROOT" | sha256sum | cut -c1-12)"
     emu="$(command -v qemu-aarch64-static)"
     if cmake -S "$ROOT" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release \
       -DCMAKE_TOOLCHAIN_FILE="$prefix/toolchain.cmake" -DEMBSTORE_BUILD_TESTS=ON \

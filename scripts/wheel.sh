@@ -130,6 +130,9 @@ build_env() {
   echo "$env/bin/python"
 }
 
+# Names the checkout: CMake refuses a build tree made from another source folder.
+tree_key() { printf '%s' "$ROOT" | sha256sum | cut -c1-12; }
+
 declare -a built=()
 for target in "${targets[@]}"; do
   log "$target: libraries (scripts/portable-deps.sh; the first build takes about an hour)"
@@ -141,8 +144,9 @@ for target in "${targets[@]}"; do
       --config-settings=cmake.define.EMBSTORE_WERROR=ON
       --config-settings=cmake.build-type=Release
       --config-settings=install.strip=false  # stripped at link time (cmake/EmbstorePortable.cmake)
-      # One tree per target: the C++ libraries and the CLI compile once, only the module per Python.
-      --config-settings=build-dir="$CACHE/portable/wheel-build/$target"
+      # One tree per target and checkout: the C++ libraries and the CLI compile once, only the
+      # module per Python. A CMake tree belongs to one source folder, so each clone gets its own.
+      --config-settings=build-dir="$CACHE/portable/wheel-build/$target-$(tree_key)"
     )
     if [[ $py == abi3 ]]; then
       v=3.12
