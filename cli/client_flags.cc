@@ -8,6 +8,10 @@ namespace embstore::cli {
 
 void AddClientFlags(CLI::App* sub, ClientFlags* f) {
   sub->add_option("--from", f->target, "Server: host:port or unix:PATH")->required();
+  AddConnectFlags(sub, f);
+}
+
+void AddConnectFlags(CLI::App* sub, ClientFlags* f) {
   sub->add_option("--token", f->token, "Bearer token (visible in ps; prefer --token-file)");
   sub->add_option("--token-file", f->token_file, "File holding the bearer token")
       ->check(CLI::ExistingFile);
@@ -52,6 +56,23 @@ Result<client::ConnectOptions> ToConnectOptions(const ClientFlags& f) {
   o.load_balancing = f.load_balancing;
   o.rpc_timeout = std::chrono::milliseconds(static_cast<long long>(f.rpc_timeout_s * 1000));
   return o;
+}
+
+Result<std::unique_ptr<client::RowSource>> OpenTable(const std::string& location,
+                                                     const std::string& table,
+                                                     const ClientFlags& flags,
+                                                     client::SourceOptions options) {
+  EMBSTORE_ASSIGN_OR_RETURN(client::LocationKind kind, client::ClassifyLocation(location));
+  if (client::HoldsSeveralTables(kind) && table.empty()) {
+    return Status::InvalidArgument("'" + location + "' is a " +
+                                   std::string(client::LocationKindName(kind)) +
+                                   " of several tables: add --table NAME");
+  }
+  if (kind == client::LocationKind::kServer || kind == client::LocationKind::kManifest) {
+    EMBSTORE_ASSIGN_OR_RETURN(options.connect, ToConnectOptions(flags));
+  }
+  options.table = table;
+  return client::OpenSource(location, options);
 }
 
 }  // namespace embstore::cli

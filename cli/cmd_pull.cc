@@ -1,6 +1,8 @@
-// `embstore pull --from TARGET --table NAME --out OUT.npy|OUT.emb`: downloads a table (or a row
-// range) with parallel verified streams, or copies it from the local file when the server's file
-// is on this host. With --manifest, the table is split by row ranges across several servers
+// `embstore pull --from LOCATION [--table NAME] --out OUT.npy|OUT.emb`: downloads a table (or a
+// row range) from any location client::OpenSource takes: a server, with parallel verified
+// streams (or from the server's file when it is on this host); an s3:// object, fetching only the
+// blocks of the rows asked for (the whole object to .emb is one verified download); a local
+// file or store directory. With --manifest, the table is split by row ranges across several servers
 // (docs/DEPLOY.md, "Sharded tables") and the shards load in parallel. Either way the rows come
 // from one client::RowSource and go to the output as they arrive (RowSource::WriteRows): a
 // server's chunks straight from gRPC's receive buffers into a .npy file, anything else through two
@@ -8,7 +10,6 @@
 
 #include <algorithm>
 #include <atomic>
-#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -19,12 +20,10 @@
 #include "command.h"
 #include "embstore/client/row_source.h"
 #include "embstore/client/sharded.h"
-#include "embstore/common/atomic_file.h"
 #include "embstore/store/format.h"
-#include "embstore/store/npy.h"
-#include "embstore/store/writer.h"
 #include "object_paths.h"
 #include "progress.h"
+#include "table_output.h"
 
 namespace embstore::cli {
 namespace {
@@ -41,125 +40,6 @@ struct PullArgs {
   bool no_local = false;
   bool no_keys = false;
 };
-
-// "A:B", "A:" or ":B" -> [A, B).
-Status ParseRows(const std::string& spec, std::uint64_t rows, std::uint64_t* begin,
-                 std::uint64_t* end) {
-  *begin = 0;
-  *end = rows;
-  if (spec.empty()) return Status::OK();
-  auto colon = spec.find(':');
-  auto bad = [&] {
-    return Status::InvalidArgument("--rows '" + spec + "' is not A:B, A: or :B with row numbers");
-  };
-  if (colon == std::string::npos) return bad();
-  auto num = [&](std::string_view s, std::uint64_t* v) {
-    if (s.empty()) return true;
-    auto r = std::from_chars(s.data(), s.data() + s.size(), *v);
-    return r.ec == std::errc() && r.ptr == s.data() + s.size();
-  };
-  std::string_view a(spec.data(), colon), b(spec.data() + colon + 1, spec.size() - colon - 1);
-  if (!num(a, begin) || !num(b, end)) return bad();
-  if (*begin > *end || *end > rows) {
-    return Status::OutOfRange("--rows " + spec + " is outside the table's " + std::to_string(rows) +
-                              " rows");
-  }
-  return Status::OK();
-}
-
-// Where pulled rows go: the output file. Rows arrive through RowSource::WriteRows.
-class Sink : public client::RowSink {
- public:
-  virtual Status Finish(client::RowSource& src, std::uint64_t begin, std::uint64_t end) = 0;
-};
-
-// .npy: the header, then the rows as they are, each written at its place as it arrives (from
-// several streams at once).
-class NpySink final : public Sink {
- public:
-  static Result<std::unique_ptr<NpySink>> Create(const PullArgs& a, bool f32, std::uint64_t rows,
-                                                 std::uint64_t dim) {
-    EMBSTORE_ASSIGN_OR_RETURN(auto file, AtomicFile::Create(a.out, a.force));
-    const std::string header = store::NpyHeader(f32 ? "<f4" : "<f2", rows, dim);
-    EMBSTORE_RETURN_NOT_OK(file->Append(header));
-    return std::unique_ptr<NpySink>(new NpySink(std::move(file), header.size()));
-  }
-  Status WriteAt(std::uint64_t offset,
-                 std::span<const std::span<const std::byte>> pieces) override {
-    return file_->WriteAt(data_offset_ + offset, pieces);
-  }
-  Status Finish(client::RowSource&, std::uint64_t, std::uint64_t) override {
-    return file_->Commit();
-  }
-
- private:
-  NpySink(std::unique_ptr<AtomicFile> f, std::uint64_t data_offset)
-      : file_(std::move(f)), data_offset_(data_offset) {}
-  std::unique_ptr<AtomicFile> file_;
-  std::uint64_t data_offset_;
-};
-
-// .emb: a table file of the same dtype, block size, keys and user metadata, written by the
-// streaming writer (which checksums each block again as the rows go by), in row order.
-class TableSink final : public Sink {
- public:
-  static Result<std::unique_ptr<TableSink>> Create(const PullArgs& a, const client::TableDesc& d,
-                                                   const std::string& from) {
-    store::WriterOptions wo;
-    wo.dtype = d.dtype;
-    wo.dim = d.dim;
-    wo.block_rows = d.block_rows;
-    wo.overwrite = a.force;
-    wo.with_keys = d.has_keys && !a.no_keys;
-    wo.metadata = d.metadata;
-    wo.creator = "embstore " + std::string(store::EmbstoreVersion()) + " pull from " + from;
-    EMBSTORE_ASSIGN_OR_RETURN(auto w, store::TableWriter::Create(a.out, wo));
-    return std::unique_ptr<TableSink>(new TableSink(std::move(w), wo.with_keys));
-  }
-  bool ordered() const override { return true; }
-  Status WriteAt(std::uint64_t offset,
-                 std::span<const std::span<const std::byte>> pieces) override {
-    if (offset != written_) {
-      return Status::Internal("rows for output offset " + std::to_string(offset) +
-                              " arrived where " + std::to_string(written_) + " was due");
-    }
-    for (auto piece : pieces) {
-      EMBSTORE_RETURN_NOT_OK(writer_->AppendRows(piece));
-      written_ += piece.size();
-    }
-    return Status::OK();
-  }
-  Status Finish(client::RowSource& src, std::uint64_t begin, std::uint64_t end) override {
-    // Keys in slices, so a table of millions of keys never holds them all twice.
-    constexpr std::uint64_t kSlice = 1 << 16;
-    for (std::uint64_t r = begin; keys_ && r < end; r += kSlice) {
-      EMBSTORE_ASSIGN_OR_RETURN(auto keys, src.Keys(r, std::min(end, r + kSlice)));
-      for (const auto& k : keys) EMBSTORE_RETURN_NOT_OK(writer_->AppendKey(k));
-    }
-    return writer_->Finish();
-  }
-
- private:
-  TableSink(std::unique_ptr<store::TableWriter> w, bool keys) : writer_(std::move(w)), keys_(keys) {}
-  std::unique_ptr<store::TableWriter> writer_;
-  bool keys_;
-  std::uint64_t written_ = 0;
-};
-
-// The object of table NAME under s3://BUCKET/PREFIX: PREFIX/NAME.emb; without a name, the address
-// itself must name the object.
-Result<objstore::S3Url> S3TableUrl(const std::string& from, const std::string& table) {
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, objstore::ParseS3Url(from));
-  if (!table.empty()) {
-    if (!url.key.empty() && url.key.back() != '/') url.key += "/";
-    url.key += table + ".emb";
-  } else if (url.NamesPrefix()) {
-    return Status::InvalidArgument("--from '" + from +
-                                   "' is a bucket or prefix: add --table NAME (the object "
-                                   "PREFIX/NAME.emb)");
-  }
-  return url;
-}
 
 // A missing object named without --table may be a prefix: say how to name a table under it.
 Status WithPrefixHint(const PullArgs& a, const Status& st) {
@@ -188,35 +68,46 @@ int Pull(const PullArgs& a) {
     return ReportError("pull",
                        Status::InvalidArgument("--out '" + a.out + "' must end in .npy or .emb"));
   }
-  const bool s3 = objstore::IsS3Url(a.client.target);
-  if (a.manifest.empty() && (a.client.target.empty() || (a.table.empty() && !s3))) {
-    return ReportError(
-        "pull", Status::InvalidArgument("give --from TARGET and --table NAME, or --manifest FILE"));
+  // Every location opens through client::OpenSource; --manifest is a location that must be one.
+  const std::string& location = a.manifest.empty() ? a.client.target : a.manifest;
+  if (location.empty()) {
+    return ReportError("pull", Status::InvalidArgument(
+                                   "give --from LOCATION (with --table NAME where it holds several "
+                                   "tables), or --manifest FILE"));
   }
-  std::unique_ptr<LocalTable> fetched;  // an s3:// table's verified download, when not direct
-  if (s3) {
-    auto url = S3TableUrl(a.client.target, a.table);
+  auto kind = client::ClassifyLocation(location);
+  if (!kind.ok()) {
+    // A --from or --manifest that names nothing is a wrong flag value: a usage error.
+    const Status& why = kind.status();
+    return ReportError("pull", why.code() == StatusCode::kNotFound
+                                   ? Status::InvalidArgument(why.message())
+                                   : why);
+  }
+  if (!a.manifest.empty() && *kind != client::LocationKind::kManifest) {
+    return ReportError("pull", Status::InvalidArgument("--manifest '" + a.manifest +
+                                                       "' is not a shard manifest (FILE.json)"));
+  }
+  const bool s3 =
+      *kind == client::LocationKind::kObject || *kind == client::LocationKind::kObjectPrefix;
+  if (s3 && emb && a.rows.empty() && !a.no_keys) {
+    // The whole object as it is: one verified download straight to --out.
+    auto url = client::TableObjectUrl(location, a.table);
     if (!url.ok()) return ReportError("pull", url.status());
-    if (emb && a.rows.empty() && !a.no_keys) return PullObject(a, *url);  // straight to --out
-    auto local = LocalTable::Fetch(url->ToString(), "pull", /*verify=*/true);
-    if (!local.ok()) return ReportError("pull", WithPrefixHint(a, local.status()));
-    fetched = std::move(local).value();
+    auto parsed = objstore::ParseS3Url(*url);
+    if (!parsed.ok()) return ReportError("pull", parsed.status());
+    return PullObject(a, *parsed);
   }
-  auto connect = ToConnectOptions(a.client);
-  if (!connect.ok() && !s3) return ReportError("pull", connect.status());
   // --timeout bounds the whole pull: connecting and describing the table too.
   const auto started = std::chrono::steady_clock::now();
   const auto timeout = std::chrono::milliseconds(static_cast<long long>(a.timeout_s * 1000));
-  auto opened = fetched != nullptr ? client::OpenFileSource(fetched->path())
-                : a.manifest.empty()
-                    ? client::OpenServerSource(*connect, a.table, !a.no_local, timeout)
-                    // .npy needs only the manifest's shape: shards are contacted (and waited for,
-                    // when a server is restarting) as their rows are read. .emb needs every
-                    // shard's keys and block size first.
-                    : client::OpenShardedSource(a.manifest, *connect, !a.no_local,
-                                                /*describe_shards=*/emb);
-  if (!opened.ok()) return ReportError("pull", opened.status());
-  if (fetched != nullptr) fetched->Unlink();
+  client::SourceOptions so;
+  so.allow_local = !a.no_local;
+  so.open_timeout = timeout;
+  // .npy needs only a manifest's shape: shards are contacted (and waited for, when a server is
+  // restarting) as their rows are read. .emb needs every shard's keys and block size first.
+  so.describe_shards = emb;
+  auto opened = OpenTable(location, a.table, a.client, so);
+  if (!opened.ok()) return ReportError("pull", s3 ? WithPrefixHint(a, opened.status()) : opened.status());
   client::RowSource& src = **opened;
   const client::TableDesc& desc = src.desc();
   std::uint64_t begin, end;
@@ -226,13 +117,16 @@ int Pull(const PullArgs& a) {
   // .npy has no bfloat16: BF16 rows become f32 there.
   const bool to_f32 = npy && desc.dtype == store::DType::kBF16;
   const std::uint64_t out_row = to_f32 ? desc.dim * 4 : desc.row_bytes;
-  std::unique_ptr<Sink> sink;
+  std::unique_ptr<TableOutput> sink;
   if (npy) {
-    auto s = NpySink::Create(a, to_f32 || desc.dtype == store::DType::kF32, end - begin, desc.dim);
+    auto s = CreateNpyOutput(a.out, a.force, to_f32 || desc.dtype == store::DType::kF32,
+                             end - begin, desc.dim);
     if (!s.ok()) return ReportError("pull", s.status());
     sink = std::move(s).value();
   } else {
-    auto s = TableSink::Create(a, desc, a.manifest.empty() ? a.client.target : a.manifest);
+    auto s = CreateTableOutput(
+        a.out, a.force, desc, !a.no_keys,
+        "embstore " + std::string(store::EmbstoreVersion()) + " pull from " + location);
     if (!s.ok()) return ReportError("pull", s.status());
     sink = std::move(s).value();
   }
@@ -288,6 +182,12 @@ int Pull(const PullArgs& a) {
     how = " from " + std::to_string(used) + " of " +
           std::to_string(m.ok() ? m->shards.size() : 0) + " shards";
   }
+  if (s3) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, " (%.1f MB of the object fetched)",
+                  src.transferred_bytes() / 1e6);
+    how += buf;
+  }
   std::printf(
       "pulled %s rows [%llu, %llu) x %llu %s%s: %.1f MB in %.2f s (%.2f GB/s), %s, "
       "%d resumes, %d refetched chunks -> %s\n",
@@ -314,9 +214,11 @@ RunFn RegisterPull(CLI::App& app) {
   CLI::Option* from = sub->get_option("--from");
   from->required(false);
   from->description(
-      "Server: host:port or unix:PATH; or s3://BUCKET/PREFIX with --table NAME (the object "
-      "PREFIX/NAME.emb), or s3://BUCKET/KEY.emb");
-  CLI::Option* table = sub->add_option("--table", args->table, "Table name (with --from)");
+      "Where the table is: a server (host:port, unix:PATH, dns:///NAME:PORT), a store directory, "
+      "s3://BUCKET/PREFIX (these three with --table NAME), a table file, s3://BUCKET/KEY.emb, or "
+      "a shard manifest FILE.json");
+  CLI::Option* table = sub->add_option(
+      "--table", args->table, "Table name, for a --from that holds several tables");
   sub->add_option("--manifest", args->manifest,
                   "Sharded table: JSON manifest of row ranges and their servers "
                   "(docs/DEPLOY.md); replaces --from and --table")
@@ -334,7 +236,7 @@ RunFn RegisterPull(CLI::App& app) {
                 "Always stream, even when the server's file is readable on this host");
   sub->add_flag("--no-keys", args->no_keys, "With .emb output, leave the keys out");
   sub->footer(
-      "Either --from TARGET --table NAME, or --manifest FILE. With a manifest, every "
+      "Either --from LOCATION (and --table NAME), or --manifest FILE. With a manifest, every "
       "shard overlapping --rows loads at once (--streams each); the TLS and token flags "
       "apply to every shard's server.");
   return [args]() { return Pull(*args); };

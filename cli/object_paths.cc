@@ -57,44 +57,6 @@ Result<objstore::TransferStats> DownloadTableTo(objstore::S3Client& s3, const ob
   return stats;
 }
 
-Result<std::unique_ptr<LocalTable>> LocalTable::Fetch(const std::string& arg,
-                                                      const std::string& command, bool verify) {
-  if (!objstore::IsS3Url(arg)) return std::unique_ptr<LocalTable>(new LocalTable(arg, arg, nullptr));
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url,
-                            objstore::ParseS3ObjectUrl(arg, "a table object"));
-  EMBSTORE_ASSIGN_OR_RETURN(auto s3, S3FromEnvironment());
-  EMBSTORE_ASSIGN_OR_RETURN(auto scratch, ScratchDir::Make(command));
-  std::string path = scratch->File(std::filesystem::path(url.key).filename().string());
-  std::unique_ptr<LocalTable> local(new LocalTable(arg, path, std::move(scratch)));
-  Progress progress(command + " " + arg);
-  objstore::TransferOptions o;
-  o.verify = verify;
-  o.progress = [&](std::uint64_t done, std::uint64_t total) {
-    progress.Update(done, total);
-    return true;
-  };
-  auto stats = verify ? objstore::DownloadTable(*s3, url, local->path_, o)
-                      : objstore::DownloadObject(*s3, url, local->path_, o);
-  progress.Finish();
-  if (!stats.ok()) return stats.status();
-  return local;
-}
-
-std::string LocalTable::Named(const std::string& message) const {
-  if (!downloaded_) return message;
-  std::string out = message;
-  for (std::size_t at; (at = out.find(path_)) != std::string::npos;) out.replace(at, path_.size(), arg_);
-  return out;
-}
-
-Status LocalTable::Named(const Status& st) const {
-  return st.ok() || !downloaded_ ? st : Status(st.code(), Named(st.message()));
-}
-
-void LocalTable::Unlink() { scratch_.reset(); }
-
-LocalTable::~LocalTable() { Unlink(); }
-
 Result<objstore::TransferStats> UploadTableFrom(const std::string& local, const std::string& url,
                                                 const std::string& command) {
   EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url u, objstore::ParseS3ObjectUrl(url, "an object key"));

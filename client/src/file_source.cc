@@ -5,27 +5,23 @@
 #include "embstore/client/row_source.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/format.h"
+#include "embstore/store/names.h"
 #include "file_reader.h"
 #include "sources.h"
 
 namespace embstore::client {
 namespace {
 
-std::string StemOf(const std::string& path) {
-  std::string base = path.substr(path.find_last_of('/') + 1);
-  const auto dot = base.rfind(".emb");
-  return dot != std::string::npos && dot + 4 == base.size() ? base.substr(0, dot) : base;
-}
-
 class FileSource final : public RowSource {
  public:
   explicit FileSource(std::unique_ptr<internal::FileReader> reader) : reader_(std::move(reader)) {
-    desc_ = internal::DescribeFile(reader_->table(), StemOf(reader_->path()));
+    desc_ = internal::DescribeFile(reader_->table(), store::TableNameOfFile(reader_->path()));
     desc_.file = reader_->identity();
   }
 
   std::string_view kind() const override { return "file"; }
   const std::string& location() const override { return reader_->path(); }
+  const store::Table* local_table() const override { return &reader_->table(); }
 
   Result<LoadStats> CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
                              const ReadOptions& options) override {

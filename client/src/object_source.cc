@@ -24,6 +24,7 @@
 #include "embstore/common/write_file.h"
 #include "embstore/objstore/s3.h"
 #include "embstore/store/format.h"
+#include "embstore/store/names.h"
 #include "file_reader.h"
 #include "sources.h"
 
@@ -37,8 +38,9 @@ class ObjectSource final : public RowSource {
  public:
   ObjectSource(std::unique_ptr<objstore::S3Client> s3, objstore::S3Url url, std::string etag,
                int fd, std::uint64_t data_offset, std::unique_ptr<internal::FileReader> reader,
-               std::string copy_path)
-      : s3_(std::move(s3)),
+               std::string copy_path, std::uint64_t opened_bytes)
+      : transferred_(opened_bytes),
+        s3_(std::move(s3)),
         url_(std::move(url)),
         location_(url_.ToString()),
         etag_(std::move(etag)),
@@ -46,15 +48,15 @@ class ObjectSource final : public RowSource {
         data_offset_(data_offset),
         reader_(std::move(reader)),
         copy_path_(std::move(copy_path)) {
-    std::string base = url_.key.substr(url_.key.find_last_of('/') + 1);
-    if (base.size() > 4 && base.compare(base.size() - 4, 4, ".emb") == 0) base.resize(base.size() - 4);
-    desc_ = internal::DescribeFile(reader_->table(), base);
+    desc_ = internal::DescribeFile(reader_->table(), store::TableNameOfFile(url_.key));
     present_.assign(reader_->table().num_blocks(), false);
   }
   ~ObjectSource() override { ::close(fd_); }
 
   std::string_view kind() const override { return "object"; }
   const std::string& location() const override { return location_; }
+  const store::Table* local_table() const override { return &reader_->table(); }
+  std::uint64_t transferred_bytes() const override { return transferred_.load(); }
 
   Result<LoadStats> CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
                              const ReadOptions& options) override {
@@ -65,11 +67,14 @@ class ObjectSource final : public RowSource {
                                      std::to_string(begin) + ", " + std::to_string(end) +
                                      ") need " + std::to_string(need));
     }
+    std::uint64_t fetched = 0;
     if (begin < end) {
       const std::uint64_t br = reader_->table().block_rows();
-      EMBSTORE_RETURN_NOT_OK(Fetch(begin / br, (end - 1) / br + 1));
+      EMBSTORE_ASSIGN_OR_RETURN(fetched, Fetch(begin / br, (end - 1) / br + 1));
     }
-    return Named(reader_->CopyRows(begin, end, out, options, desc_.name));
+    auto stats = Named(reader_->CopyRows(begin, end, out, options, desc_.name));
+    if (stats.ok()) stats->wire_bytes = fetched;
+    return stats;
   }
 
   Result<KeyCopyResult> CopyKeys(std::span<const std::string> keys, std::span<std::byte> out,
@@ -88,7 +93,7 @@ class ObjectSource final : public RowSource {
       for (std::size_t i = 0; i < blocks.size();) {
         std::size_t j = i + 1;
         while (j < blocks.size() && blocks[j] == blocks[j - 1] + 1) ++j;
-        EMBSTORE_RETURN_NOT_OK(Fetch(blocks[i], blocks[j - 1] + 1));
+        EMBSTORE_RETURN_NOT_OK(Fetch(blocks[i], blocks[j - 1] + 1).status());
         i = j;
       }
     }
@@ -116,8 +121,9 @@ class ObjectSource final : public RowSource {
   }
 
   // Makes blocks [b0, b1) present in the local copy: the missing ones are fetched, in ranged GETs
-  // of up to kFetchPart bytes, kFetchParallel at a time. One fetch at a time per source.
-  Status Fetch(std::uint64_t b0, std::uint64_t b1) {
+  // of up to kFetchPart bytes, kFetchParallel at a time. One fetch at a time per source. Returns
+  // the bytes fetched.
+  Result<std::uint64_t> Fetch(std::uint64_t b0, std::uint64_t b1) {
     std::lock_guard<std::mutex> l(mu_);
     const store::Table& t = reader_->table();
     const std::uint64_t br = t.block_rows();
@@ -141,7 +147,7 @@ class ObjectSource final : public RowSource {
       }
       b = e;
     }
-    if (pieces.empty()) return Status::OK();
+    if (pieces.empty()) return 0;
     std::atomic<std::size_t> next{0};
     std::mutex err_mu;
     Status first_error;
@@ -154,7 +160,10 @@ class ObjectSource final : public RowSource {
         }
         buf.resize(pieces[i].len);
         Status st = s3_->GetRange(url_, pieces[i].off, buf, etag_);
-        if (st.ok()) st = WriteAllAt(fd_, pieces[i].off, buf, "the local copy of " + location_);
+        if (st.ok()) {
+          transferred_ += buf.size();
+          st = WriteAllAt(fd_, pieces[i].off, buf, "the local copy of " + location_);
+        }
         if (!st.ok()) {
           std::lock_guard<std::mutex> el(err_mu);
           if (first_error.ok()) first_error = st;
@@ -174,9 +183,12 @@ class ObjectSource final : public RowSource {
       return first_error;
     }
     for (std::uint64_t b = b0; b < b1; ++b) present_[b] = true;
-    return Status::OK();
+    std::uint64_t bytes = 0;
+    for (const Piece& p : pieces) bytes += p.len;
+    return bytes;
   }
 
+  std::atomic<std::uint64_t> transferred_;
   std::unique_ptr<objstore::S3Client> s3_;
   objstore::S3Url url_;
   std::string location_;
@@ -270,7 +282,7 @@ Result<std::unique_ptr<RowSource>> OpenObjectSource(const std::string& address) 
   }
   return std::unique_ptr<RowSource>(new ObjectSource(std::move(s3), std::move(url), info.etag,
                                                      fd, data_offset, std::move(reader).value(),
-                                                     path));
+                                                     path, 8 + head.size() + tail.size()));
 }
 
 }  // namespace embstore::client

@@ -19,6 +19,8 @@ class ServerSource final : public RowSource {
 
   std::string_view kind() const override { return "server"; }
   const std::string& location() const override { return client_->target(); }
+  const store::Table* local_table() const override { return local_ ? &local_->table() : nullptr; }
+  std::uint64_t transferred_bytes() const override { return transferred_.load(); }
 
   Result<LoadStats> CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
                              const ReadOptions& options) override {
@@ -28,7 +30,7 @@ class ServerSource final : public RowSource {
     o.begin_row = begin;
     o.end_row = end;
     o.allow_local = false;  // decided once, when the source was opened
-    return client_->LoadDescribed(desc_, out, o);
+    return Counted(client_->LoadDescribed(desc_, out, o));
   }
 
   Result<LoadStats> WriteRows(std::uint64_t begin, std::uint64_t end, RowSink& sink,
@@ -43,7 +45,7 @@ class ServerSource final : public RowSource {
     static_cast<ReadOptions&>(o) = options;
     o.begin_row = begin;
     o.end_row = end;
-    return internal::StreamRowsInto(*client_, desc_, sink, o);
+    return Counted(internal::StreamRowsInto(*client_, desc_, sink, o));
   }
 
   Result<KeyCopyResult> CopyKeys(std::span<const std::string> keys, std::span<std::byte> out,
@@ -73,8 +75,14 @@ class ServerSource final : public RowSource {
   }
 
  private:
+  Result<LoadStats> Counted(Result<LoadStats> stats) {
+    if (stats.ok()) transferred_ += stats->wire_bytes;
+    return stats;
+  }
+
   std::unique_ptr<Client> client_;
   std::unique_ptr<internal::FileReader> local_;  // the server's file, when it is this host's
+  std::atomic<std::uint64_t> transferred_{0};
 };
 
 }  // namespace

@@ -29,6 +29,7 @@ class ShardedSource final : public RowSource {
 
   std::string_view kind() const override { return "sharded"; }
   const std::string& location() const override { return path_; }
+  std::uint64_t transferred_bytes() const override { return transferred_.load(); }
 
   Result<LoadStats> CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
                              const ReadOptions& options) override {
@@ -49,6 +50,7 @@ class ShardedSource final : public RowSource {
       stats.streams += sh.stats.streams;
       stats.local = stats.local || sh.stats.local;
     }
+    transferred_ += stats.wire_bytes;
     return stats;
   }
 
@@ -67,6 +69,7 @@ class ShardedSource final : public RowSource {
   std::string path_;
   std::unique_ptr<ShardedTable> table_;
   bool allow_local_;
+  std::atomic<std::uint64_t> transferred_{0};
 };
 
 }  // namespace

@@ -12,11 +12,10 @@
 #include <cstring>
 #include <set>
 
+#include "embstore/store/names.h"
 
 namespace embstore::server {
 namespace {
-
-constexpr std::string_view kSuffix = ".emb";
 
 FileIdentity IdentityOf(const struct stat& st) {
   FileIdentity id;
@@ -76,27 +75,8 @@ Result<std::unique_ptr<Catalog>> Catalog::Open(const CatalogOptions& options,
   return c;
 }
 
-Status Catalog::ValidateName(std::string_view name) {
-  auto bad = [&](const char* why) {
-    std::string shown(name.substr(0, 80));
-    for (char& ch : shown) {
-      if (static_cast<unsigned char>(ch) < 0x20) ch = '?';
-    }
-    return Status::InvalidArgument("invalid table name '" + shown + "': " + why);
-  };
-  if (name.empty()) return bad("empty");
-  if (name.size() > 250) return bad("longer than 250 bytes");
-  if (name.front() == '.') return bad("starts with '.'");
-  for (char ch : name) {
-    if (ch == '/') return bad("contains '/'");
-    if (ch == '\0') return bad("contains a NUL byte");
-    if (static_cast<unsigned char>(ch) < 0x20) return bad("contains a control character");
-  }
-  return Status::OK();
-}
-
 Result<std::shared_ptr<const TableEntry>> Catalog::Get(std::string_view name) const {
-  EMBSTORE_RETURN_NOT_OK(ValidateName(name));
+  EMBSTORE_RETURN_NOT_OK(store::ValidateTableName(name));
   std::lock_guard<std::mutex> lock(mu_);
   auto it = entries_.find(name);
   if (it == entries_.end()) {
@@ -165,10 +145,9 @@ Status Catalog::Refresh() {
   errno = 0;
   while (struct dirent* de = ::readdir(d)) {
     std::string fname = de->d_name;
-    if (fname.size() <= kSuffix.size() || fname.front() == '.') continue;
-    if (fname.compare(fname.size() - kSuffix.size(), kSuffix.size(), kSuffix) != 0) continue;
-    std::string name = fname.substr(0, fname.size() - kSuffix.size());
-    if (!ValidateName(name).ok()) continue;
+    std::optional<std::string> table = store::TableNameOfEntry(fname);
+    if (!table) continue;
+    const std::string& name = *table;
     std::string path = dir_ + "/" + fname;
     struct stat st;
     // stat follows symlinks: a link inside the directory to a table elsewhere is served, but
@@ -244,7 +223,7 @@ Status Catalog::Refresh() {
   }
   if (on_event_) {
     for (const auto& name : removed) {
-      on_event_(name, dir_ + "/" + name + std::string(kSuffix), 0,
+      on_event_(name, dir_ + "/" + name + std::string(store::kTableSuffix), 0,
                 Status::NotFound("file removed"));
     }
     for (const auto& l : loaded) {

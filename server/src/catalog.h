@@ -93,10 +93,6 @@ class Catalog {
                                                CatalogEventFn on_event = nullptr);
   ~Catalog();  // stops the watcher
 
-  // InvalidArgument unless `name` is a plausible table name: 1..255 bytes, no '/', no NUL, not
-  // starting with '.', so that "<dir>/<name>.emb" can only name a file directly inside dir.
-  static Status ValidateName(std::string_view name);
-
   // The current version of `name`. InvalidArgument for a bad name, NotFound for an unknown one
   // (saying why, when its file is there but was rejected).
   Result<std::shared_ptr<const TableEntry>> Get(std::string_view name) const;

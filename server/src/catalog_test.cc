@@ -54,25 +54,6 @@ TEST(Catalog, ServesEveryEmbFileUnderItsName) {
   EXPECT_NE((*e)->content_id(), 0u);
 }
 
-TEST(Catalog, RejectsNamesThatCouldEscapeTheDirectory) {
-  const std::vector<std::string> bad_names = {"",
-                                              "../etc/passwd",
-                                              "a/b",
-                                              "/abs",
-                                              ".",
-                                              "..",
-                                              ".hidden",
-                                              std::string("nul\0x", 5),
-                                              std::string(300, 'a'),
-                                              "tab\tname"};
-  for (const std::string& bad : bad_names) {
-    Status st = Catalog::ValidateName(bad);
-    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << "name: " << bad;
-    EXPECT_NE(st.message().find("invalid table name"), std::string::npos);
-  }
-  EXPECT_TRUE(Catalog::ValidateName("words-2024.v1_final").ok());
-}
-
 TEST(Catalog, UnknownOrInvalidNameIsAnError) {
   TempDir dir;
   ASSERT_TRUE(WriteTestTable(dir.File("words.emb"), {}).ok());

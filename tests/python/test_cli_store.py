@@ -4,7 +4,7 @@ import json
 import numpy as np
 import pytest
 
-from conftest import expected_matrix, run
+from conftest import expected_matrix, run, wait_for_table, write_table
 
 
 def test_help_lists_every_subcommand(embstore_bin):
@@ -128,3 +128,28 @@ def test_export_keys_of_a_keyless_table_fails_cleanly(embstore_bin, make_table, 
     assert out.returncode == 1
     assert "no keys" in out.stderr
     assert list(tmp_path.glob("*.npy")) == [] and list(tmp_path.glob(".*")) == []
+
+
+def test_read_commands_take_any_location(embstore_bin, make_table_bin, server, tmp_path):
+    # A store directory and a server hold several tables: --table picks one, the same way for
+    # inspect, verify, export and pull (client::OpenSource).
+    write_table(make_table_bin, server.store / "words.emb", 300, 4, keys=True, block_rows=100)
+    write_table(make_table_bin, server.store / "other.emb", 10, 2)
+    wait_for_table(server.unix, "words")
+    for where in (str(server.store), server.unix):
+        info = json.loads(run([embstore_bin, "inspect", where, "--table", "words", "--json"]).stdout)
+        assert (info["rows"], info["dim"], info["first_keys"][:2]) == (300, 4, ["k0", "k1"])
+        out = run([embstore_bin, "verify", where, "--table", "words"])
+        assert out.returncode == 0 and "3 blocks and the keys verified" in out.stdout, out.stderr
+        dest = tmp_path / "w.npy"
+        out = run([embstore_bin, "export", where, dest, "--table", "words", "--rows", "10:20",
+                   "--force"])
+        assert out.returncode == 0, out.stderr
+        np.testing.assert_array_equal(np.load(dest), expected_matrix(300, 4)[10:20])
+        missing = run([embstore_bin, "export", where, dest, "--force"])
+        assert missing.returncode == 2 and "add --table NAME" in missing.stderr
+    out = run([embstore_bin, "pull", "--from", str(server.store), "--table", "other", "--out",
+               tmp_path / "o.emb"])
+    assert out.returncode == 0, out.stderr
+    absent = run([embstore_bin, "inspect", str(server.store), "--table", "nope"])
+    assert absent.returncode == 1 and "no table 'nope'" in absent.stderr

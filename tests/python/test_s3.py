@@ -293,3 +293,37 @@ def test_a_signal_during_convert_to_a_bucket_leaves_no_scratch_directory(embstor
         proc.wait()
     assert list(scratch_root.iterdir()) == []
     assert cli(embstore_bin, ["inspect", "s3://tables/cut.emb"], s3, check=False).returncode != 0
+
+
+def test_rows_of_an_object_fetch_only_their_blocks(embstore_bin, make_table_bin, s3, tmp_path):
+    # 200k x 64 f32 (51 MB) without keys, blocks of 1000 rows: the first 1000 rows are one block.
+    rows, dim = 200_000, 64
+    path = write_table(make_table_bin, tmp_path / "seed.emb", rows, dim, block_rows=1000)
+    url = "s3://tables/partial/seed.emb"
+    up = subprocess.run(["curl", "-sf", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3",
+                         "--user", f"{KEY}:{SECRET}", "-H", "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+                         "--upload-file", str(path), f"{s3.endpoint}/tables/partial/seed.emb"])
+    assert up.returncode == 0
+    out = cli(embstore_bin, ["export", url, tmp_path / "r.npy", "--rows", "0:1000"], s3)
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), expected_matrix(rows, dim)[:1000])
+    fetched_mb = float(out.stdout.split("(")[-1].split(" MB transferred")[0])
+    assert fetched_mb * 1e6 < 0.02 * path.stat().st_size, out.stdout
+    # The same through the prefix and --table, and pull's .npy rows.
+    cli(embstore_bin, ["export", "s3://tables/partial", tmp_path / "t.npy", "--table", "seed",
+                       "--rows", "199000:"], s3)
+    np.testing.assert_array_equal(np.load(tmp_path / "t.npy"), expected_matrix(rows, dim)[199000:])
+    pulled = cli(embstore_bin, ["pull", "--from", url, "--rows", "5000:6000", "--out",
+                                tmp_path / "p.npy"], s3)
+    assert "MB of the object fetched" in pulled.stdout
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"),
+                                  expected_matrix(rows, dim)[5000:6000])
+    # inspect reads no rows; a prefix without --table says what to add.
+    info = json.loads(cli(embstore_bin, ["inspect", url, "--json"], s3).stdout)
+    assert (info["rows"], info["dim"], info["file_bytes"]) == (rows, dim, path.stat().st_size)
+    bare = cli(embstore_bin, ["export", "s3://tables/partial/", tmp_path / "x.npy"], s3,
+               check=False)
+    assert bare.returncode == 2 and "add --table NAME" in bare.stderr
+    wrong = cli(embstore_bin, ["export", url, tmp_path / "x.npy", "--table", "other"], s3,
+                check=False)
+    assert wrong.returncode == 2 and "holds table 'seed', not 'other'" in wrong.stderr
+    assert not (tmp_path / "x.npy").exists()

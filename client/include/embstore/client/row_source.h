@@ -1,9 +1,10 @@
 // RowSource: one table, described once, then asked for any row range or key set, written
 // straight into memory the caller owns.
 //
-// A source is a local table file, a table on a server, or a table sharded across servers by a
-// manifest (docs/DEPLOY.md). Each kind is a file of its own behind this interface; callers (the
-// CLI's pull and export, the Python binding, the benchmarks) open one source and keep it for every
+// A source is a local table file, a table object in S3, a table on a server, or a table sharded
+// across servers by a manifest (docs/DEPLOY.md); OpenSource (open_source.h) opens any of them from
+// a location string. Each kind is a file of its own behind this interface; callers (the CLI's
+// pull, export, inspect and verify, the Python binding) open one source and keep it for every
 // chunk of a load, so the table is described once, the file is opened once and connections are
 // reused.
 //
@@ -25,6 +26,7 @@
 #ifndef EMBSTORE_CLIENT_ROW_SOURCE_H_
 #define EMBSTORE_CLIENT_ROW_SOURCE_H_
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -69,6 +71,15 @@ class RowSource {
   virtual const std::string& location() const = 0;
   // The table as it was when the source was opened (the version every read returns).
   const TableDesc& desc() const { return desc_; }
+  // Bytes of the table brought here from where it lives since the source was opened: an
+  // object's ranged GETs (the opening's header, checksums and keys included), the row payload
+  // streamed from servers; 0 for a local file or a server's file read directly.
+  virtual std::uint64_t transferred_bytes() const { return 0; }
+  // The table file this source reads on this host, for what only a file has (its size, data
+  // offset and whole header): a file source's file, a server's own file when it is this host's,
+  // an object's private local copy (its header, checksums and keys are whole; rows are fetched
+  // as they are read, so read them through CopyRows). Null for anything else.
+  virtual const store::Table* local_table() const { return nullptr; }
 
   // Bytes CopyRows writes for rows [begin, end): rows x row_bytes, or rows x dim x 4 with
   // to_f32. InvalidArgument when begin > end, OutOfRange when end > rows.

@@ -1,0 +1,77 @@
+// OpenSource: the one way from a location string to a RowSource. The CLI (pull, export, inspect,
+// verify), the Python package and the benchmarks all open tables through it, so a location
+// means the same thing everywhere.
+//
+// A location is, tested in this order:
+//   s3://BUCKET/KEY          a table object (OpenObjectSource: only the blocks read are fetched)
+//   s3://BUCKET[/PREFIX/]    a bucket or prefix of table objects: table NAME is PREFIX/NAME.emb
+//                            (so is s3://BUCKET/PREFIX given with a table name, when PREFIX does
+//                            not end in .emb)
+//   an existing FILE.json    a shard manifest (OpenShardedSource, docs/DEPLOY.md)
+//   an existing file         a table file (OpenFileSource)
+//   an existing directory    a store directory: table NAME is DIR/NAME.emb
+//   a server target          host:port, unix:PATH, unix-abstract:NAME, dns:, ipv4:, ipv6:
+//                            (OpenServerSource); anything with a ':' and no '/' counts as one
+// Anything else is NotFound. A local path is tested before the target rules, so an existing file
+// named "h:1" is a file.
+#ifndef EMBSTORE_CLIENT_OPEN_SOURCE_H_
+#define EMBSTORE_CLIENT_OPEN_SOURCE_H_
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "embstore/client/row_source.h"
+#include "embstore/common/status.h"
+
+namespace embstore::client {
+
+enum class LocationKind { kObject, kObjectPrefix, kManifest, kFile, kDirectory, kServer };
+
+// "object", "object prefix", "manifest", "file", "directory", "server".
+std::string_view LocationKindName(LocationKind kind);
+
+// What `location` names, by the rules above (looks at the local filesystem; contacts nothing).
+// InvalidArgument for a malformed s3:// address or server target, NotFound when it is none of
+// them.
+Result<LocationKind> ClassifyLocation(const std::string& location);
+
+// Whether a location of this kind holds several tables (a name picks one) or is one table.
+bool HoldsSeveralTables(LocationKind kind);
+
+struct SourceOptions {
+  // The table: required for a location that holds several (a directory, a server, an s3
+  // prefix); for one that is a table (a file, an object, a manifest), it must be that table's
+  // name when given.
+  std::string table;
+  // TLS, token, timeouts and load balancing for servers and every shard's server (the target is
+  // the location, or each shard's).
+  ConnectOptions connect;
+  // Servers and shards: read the server's file directly when it is this host's.
+  bool allow_local = true;
+  // Manifests: describe every shard now (OpenShardedSource).
+  bool describe_shards = true;
+  // Servers: bounds connecting and describing (OpenServerSource).
+  std::chrono::milliseconds open_timeout{0};
+};
+
+// The table at `location` (and options.table), opened and described. Errors name the location
+// and, where one was needed or given, the table.
+Result<std::unique_ptr<RowSource>> OpenSource(const std::string& location,
+                                              const SourceOptions& options = {});
+
+// The s3:// address of the object OpenSource(location, {.table = table}) reads, for an s3://
+// location; errors as OpenSource's.
+Result<std::string> TableObjectUrl(const std::string& location, const std::string& table);
+
+// The names of the tables at `location`, sorted: a directory's NAME.emb files, a server's tables,
+// a prefix's NAME.emb objects (directly under it), or the one table of a file, object or
+// manifest. `connect` is used for servers (its target is ignored).
+Result<std::vector<std::string>> ListTables(const std::string& location,
+                                            const ConnectOptions& connect = {});
+
+}  // namespace embstore::client
+
+#endif  // EMBSTORE_CLIENT_OPEN_SOURCE_H_

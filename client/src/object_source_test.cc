@@ -1,0 +1,169 @@
+// s3:// locations through the resolver (OpenSource) against a real S3 server (testkit::S3Server,
+// configured through the AWS_* variables as users configure it): a row range fetches only its
+// blocks, keys and a prefix's table names, a replaced object, a corrupt block named by address.
+#include <gtest/gtest.h>
+#include <stdlib.h>
+
+#include <fstream>
+
+#include "embstore/client/open_source.h"
+#include "embstore/objstore/s3.h"
+#include "embstore/objstore/transfer.h"
+#include "embstore/testkit/s3_server.h"
+#include "embstore/testkit/temp_dir.h"
+#include "test_tables.h"
+
+namespace embstore::client {
+namespace {
+
+using store::DType;
+
+class ObjectSourceTest : public ::testing::Test {
+ protected:
+  static testkit::S3Server& Server() {
+    static testkit::S3Server server;  // one per binary, stopped at exit
+    return server;
+  }
+  void SetUp() override {
+    if (!Server().ok()) {
+      if (testkit::S3Required()) FAIL() << Server().why();
+      GTEST_SKIP() << Server().why();
+    }
+    ::setenv("AWS_ENDPOINT_URL", Server().endpoint().c_str(), 1);
+    ::setenv("AWS_ACCESS_KEY_ID", testkit::S3Server::kAccessKey, 1);
+    ::setenv("AWS_SECRET_ACCESS_KEY", testkit::S3Server::kSecretKey, 1);
+    ::setenv("AWS_REGION", "us-east-1", 1);
+    auto config = objstore::S3ConfigFromEnvironment();
+    ASSERT_TRUE(config.ok()) << config.status().ToString();
+    s3_ = std::make_unique<objstore::S3Client>(*config);
+    (void)s3_->CreateBucket("tables");  // already there after the first test
+  }
+  // Writes a table locally and uploads it as s3://tables/KEY; returns its row bytes.
+  std::vector<std::byte> Upload(const std::string& key, std::uint64_t rows, std::uint64_t dim,
+                                unsigned seed, bool keys = true) {
+    const std::string path = dir_.File("up" + std::to_string(++uploads_) + ".emb");
+    auto bytes = testing::WriteRandomTable(path, rows, dim, DType::kF32, keys, 1000, seed);
+    objstore::TransferOptions o;
+    o.overwrite = true;
+    auto st = objstore::UploadFile(*s3_, path, {"tables", key}, o);
+    EXPECT_TRUE(st.ok()) << st.status().ToString();
+    return bytes;
+  }
+  static SourceOptions Named(const std::string& table) {
+    SourceOptions o;
+    o.table = table;
+    return o;
+  }
+
+  testkit::TempDir dir_{"objsrc"};
+  int uploads_ = 0;
+  std::unique_ptr<objstore::S3Client> s3_;
+};
+
+// Without keys: opening fetches the header and the checksums. (The keys are fetched at opening too,
+// about 33 bytes a row: store::Table validates them when it opens the local copy.)
+TEST_F(ObjectSourceTest, ARowRangeFetchesOnlyItsBlocks) {
+  constexpr std::uint64_t kRows = 100000, kDim = 64;  // 25.6 MB of rows, blocks of 1000
+  const auto want = Upload("seed/items.emb", kRows, kDim, 7, /*keys=*/false);
+  auto src = OpenSource("s3://tables/seed/", Named("items"));
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ((*src)->kind(), "object");
+  EXPECT_EQ((*src)->desc().name, "items");
+  const std::uint64_t opened = (*src)->transferred_bytes();
+  const std::uint64_t rb = kDim * 4;
+  std::vector<std::byte> out(1000 * rb);
+  auto stats = (*src)->CopyRows(0, 1000, out, {});
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin()));
+  EXPECT_EQ(stats->wire_bytes, 1000 * rb);  // exactly its one block
+  EXPECT_EQ((*src)->transferred_bytes(), opened + 1000 * rb);
+  // The opening (header, checksums, keys) and the block: under 2% of the object.
+  EXPECT_LT((*src)->transferred_bytes(), kRows * rb / 50);
+  // Read again: nothing more is fetched.
+  ASSERT_TRUE((*src)->CopyRows(10, 900, std::span(out).first(890 * rb), {}).ok());
+  EXPECT_EQ((*src)->transferred_bytes(), opened + 1000 * rb);
+  // A range across blocks 1..2 fetches just those two.
+  out.resize(1500 * rb);
+  ASSERT_TRUE((*src)->CopyRows(1500, 3000, out, {}).ok());
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + 1500 * rb));
+  EXPECT_EQ((*src)->transferred_bytes(), opened + 3000 * rb);
+}
+
+TEST_F(ObjectSourceTest, KeysAndKeyLookups) {
+  const auto want = Upload("keyed/items.emb", 5000, 8, 3);
+  auto src = OpenSource("s3://tables/keyed/items.emb");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  auto keys = (*src)->Keys(4998, 5000);
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_EQ(*keys, (std::vector<std::string>{testing::TestKey(4998), testing::TestKey(4999)}));
+  const std::uint64_t before = (*src)->transferred_bytes();
+  const std::vector<std::string> ask = {testing::TestKey(4321), "absent"};
+  std::vector<std::byte> out(2 * 32);
+  auto got = (*src)->CopyKeys(ask, out, {});
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(got->missing, std::vector<std::uint32_t>{1});
+  EXPECT_TRUE(std::equal(out.begin(), out.begin() + 32, want.begin() + 4321 * 32));
+  EXPECT_EQ((*src)->transferred_bytes(), before + 1000 * 32);  // the one block of row 4321
+}
+
+TEST_F(ObjectSourceTest, NamesAndPrefixes) {
+  Upload("names/a.emb", 10, 4, 1);
+  Upload("names/b.emb", 10, 4, 2);
+  Upload("names/deeper/c.emb", 10, 4, 3);
+  EXPECT_EQ(*ListTables("s3://tables/names/"), (std::vector<std::string>{"a", "b"}));
+  EXPECT_TRUE(OpenSource("s3://tables/names", Named("b")).ok());  // PREFIX/NAME.emb
+  EXPECT_TRUE(OpenSource("s3://tables/names/a.emb", Named("a")).ok());
+  auto wrong = OpenSource("s3://tables/names/a.emb", Named("b"));
+  EXPECT_EQ(wrong.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(wrong.status().message().find("holds table 'a', not 'b'"), std::string::npos);
+  auto unnamed = OpenSource("s3://tables/names/");
+  EXPECT_EQ(unnamed.status().code(), StatusCode::kInvalidArgument);
+  auto missing = OpenSource("s3://tables/names/", Named("zz"));
+  EXPECT_EQ(missing.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(missing.status().message().find("s3://tables/names/zz.emb"), std::string::npos);
+}
+
+TEST_F(ObjectSourceTest, AReplacedObjectIsNotMixedIn) {
+  Upload("swap/t.emb", 5000, 16, 1);
+  auto src = OpenSource("s3://tables/swap/t.emb");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  Upload("swap/t.emb", 5000, 16, 2);
+  std::vector<std::byte> out(100 * 16 * 4);
+  auto st = (*src)->CopyRows(0, 100, out, {});
+  EXPECT_EQ(st.status().code(), StatusCode::kFailedPrecondition) << st.status().ToString();
+  EXPECT_NE(st.status().message().find("s3://tables/swap/t.emb"), std::string::npos);
+}
+
+TEST_F(ObjectSourceTest, ACorruptBlockIsNamedByItsAddress) {
+  const std::string path = dir_.File("bad.emb");
+  testing::WriteRandomTable(path, 4000, 8, DType::kF32, false, 1000, 5);
+  auto t = store::Table::Open(path);
+  ASSERT_TRUE(t.ok());
+  const std::uint64_t at = (*t)->data_offset() + 2500 * 32;  // in block 2
+  t->reset();
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(static_cast<std::streamoff>(at));
+    char c;
+    f.read(&c, 1);
+    c = static_cast<char>(c ^ 0x5a);
+    f.seekp(static_cast<std::streamoff>(at));
+    f.write(&c, 1);
+  }
+  objstore::TransferOptions o;
+  o.overwrite = true;
+  o.verify = false;
+  ASSERT_TRUE(objstore::UploadFile(*s3_, path, {"tables", "bad/t.emb"}, o).ok());
+  auto src = OpenSource("s3://tables/bad/t.emb");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  std::vector<std::byte> out(1000 * 32);
+  EXPECT_TRUE((*src)->CopyRows(1000, 2000, out, {}).ok());
+  auto st = (*src)->CopyRows(2000, 3000, out, {});
+  EXPECT_EQ(st.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(st.status().message().find("s3://tables/bad/t.emb"), std::string::npos)
+      << st.status().ToString();
+  EXPECT_NE(st.status().message().find("block 2"), std::string::npos) << st.status().ToString();
+}
+
+}  // namespace
+}  // namespace embstore::client
