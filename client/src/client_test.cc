@@ -40,13 +40,7 @@ class ClientTest : public ::testing::Test {
   void SetUp() override { StartServer("127.0.0.1:0"); }
 
   void StartServer(const std::string& listen, std::vector<std::string> tokens = {}) {
-    server::ServerConfig cfg;
-    cfg.store_dir = dir_.path();
-    cfg.listen = {listen};
-    cfg.poll_interval = std::chrono::milliseconds(3600 * 1000);  // tests refresh explicitly
-    cfg.auth_tokens = std::move(tokens);
-    cfg.log_level = "error";
-    auto s = server::Server::Start(cfg);
+    auto s = testing::StartTestServer(dir_.path(), listen, std::move(tokens));
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
     target_ = server_->addresses()[0];

@@ -2,14 +2,13 @@
 // configured through the AWS_* variables as users configure it): a row range fetches only its
 // blocks, keys and a prefix's table names, a replaced object, a corrupt block named by address.
 #include <gtest/gtest.h>
-#include <stdlib.h>
 
 #include <fstream>
 
 #include "embstore/client/open_source.h"
 #include "embstore/objstore/s3.h"
 #include "embstore/objstore/transfer.h"
-#include "embstore/testkit/s3_server.h"
+#include "embstore/testkit/s3_test_fixture.h"
 #include "embstore/testkit/temp_dir.h"
 #include "test_tables.h"
 
@@ -18,21 +17,12 @@ namespace {
 
 using store::DType;
 
-class ObjectSourceTest : public ::testing::Test {
+class ObjectSourceTest : public testkit::S3ServerTest {
  protected:
-  static testkit::S3Server& Server() {
-    static testkit::S3Server server;  // one per binary, stopped at exit
-    return server;
-  }
   void SetUp() override {
-    if (!Server().ok()) {
-      if (testkit::S3Required()) FAIL() << Server().why();
-      GTEST_SKIP() << Server().why();
-    }
-    ::setenv("AWS_ENDPOINT_URL", Server().endpoint().c_str(), 1);
-    ::setenv("AWS_ACCESS_KEY_ID", testkit::S3Server::kAccessKey, 1);
-    ::setenv("AWS_SECRET_ACCESS_KEY", testkit::S3Server::kSecretKey, 1);
-    ::setenv("AWS_REGION", "us-east-1", 1);
+    S3ServerTest::SetUp();
+    if (IsSkipped() || HasFatalFailure()) return;
+    ExportEnvironment();
     auto config = objstore::S3ConfigFromEnvironment();
     ASSERT_TRUE(config.ok()) << config.status().ToString();
     s3_ = std::make_unique<objstore::S3Client>(*config);

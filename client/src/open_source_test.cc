@@ -30,12 +30,7 @@ class OpenSourceTest : public ::testing::Test {
     if (server_) server_->Shutdown(std::chrono::milliseconds(0));
   }
   std::string Serve() {
-    server::ServerConfig cfg;
-    cfg.store_dir = dir_;
-    cfg.listen = {"127.0.0.1:0"};
-    cfg.poll_interval = std::chrono::milliseconds(3600 * 1000);
-    cfg.log_level = "error";
-    auto s = server::Server::Start(cfg);
+    auto s = testing::StartTestServer(dir_);
     EXPECT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
     return server_->addresses()[0];

@@ -45,12 +45,7 @@ class RowSourceTest : public ::testing::Test {
   static std::string Key(std::uint64_t r) { return testing::TestKey(r); }
 
   void Serve() {
-    server::ServerConfig cfg;
-    cfg.store_dir = dir_;
-    cfg.listen = {"127.0.0.1:0"};
-    cfg.poll_interval = std::chrono::milliseconds(3600 * 1000);
-    cfg.log_level = "error";
-    auto s = server::Server::Start(cfg);
+    auto s = testing::StartTestServer(dir_);
     ASSERT_TRUE(s.ok()) << s.status().ToString();
     server_ = std::move(*s);
   }

@@ -1,4 +1,5 @@
-// Private: the tables the client tests load, written with the real store writer.
+// Private: the tables the client tests load, written with the real store writer, and the real
+// server they load them from.
 #ifndef EMBSTORE_CLIENT_SRC_TEST_TABLES_H_
 #define EMBSTORE_CLIENT_SRC_TEST_TABLES_H_
 
@@ -10,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "embstore/server/server.h"
 #include "embstore/store/table.h"
 #include "embstore/store/writer.h"
 
@@ -45,6 +47,20 @@ inline std::vector<std::byte> WriteRandomTable(const std::string& path, std::uin
   EXPECT_TRUE(bytes.ok());
   if (!bytes.ok()) return {};
   return std::vector<std::byte>(bytes->begin(), bytes->end());
+}
+
+// An in-process server of the store directory `dir` on `listen`, which never rescans by itself
+// (tests refresh explicitly), with `tokens` required when given.
+inline Result<std::unique_ptr<server::Server>> StartTestServer(
+    const std::string& dir, const std::string& listen = "127.0.0.1:0",
+    std::vector<std::string> tokens = {}) {
+  server::ServerConfig cfg;
+  cfg.store_dir = dir;
+  cfg.listen = {listen};
+  cfg.poll_interval = std::chrono::milliseconds(3600 * 1000);
+  cfg.auth_tokens = std::move(tokens);
+  cfg.log_level = "error";
+  return server::Server::Start(cfg);
 }
 
 }  // namespace embstore::client::testing

@@ -11,10 +11,12 @@
 #include <random>
 #include <thread>
 
-#include "s3_test_fixture.h"
+#include "embstore/testkit/s3_test_fixture.h"
 
 namespace embstore::objstore {
 namespace {
+
+using testkit::S3ServerTest;
 
 
 // --- Against a real server ---------------------------------------------------------------------

@@ -12,10 +12,12 @@
 #include "embstore/store/table.h"
 #include "embstore/store/writer.h"
 #include "embstore/testkit/temp_dir.h"
-#include "s3_test_fixture.h"
+#include "embstore/testkit/s3_test_fixture.h"
 
 namespace embstore::objstore {
 namespace {
+
+using testkit::S3ServerTest;
 
 using testkit::ReadFileOrEmpty;
 using testkit::TempDir;
