@@ -62,19 +62,22 @@ TableDesc DescribeFile(const store::Table& t, const std::string& name) {
   return d;
 }
 
+Status CheckKeyLookup(const std::string& name, bool has_keys, std::uint64_t per_row,
+                      std::size_t keys, std::size_t out_bytes) {
+  if (!has_keys) return Status::FailedPrecondition("table '" + name + "' has no keys");
+  if (out_bytes != keys * per_row) {
+    return Status::InvalidArgument("buffer for " + std::to_string(keys) + " keys of table '" +
+                                   name + "' holds " + std::to_string(out_bytes) +
+                                   " bytes, they need " + std::to_string(keys * per_row));
+  }
+  return Status::OK();
+}
+
 Result<KeyCopyResult> CopyKeysFromTable(const store::Table& t, const std::string& name,
                                         std::span<const std::string> keys,
                                         std::span<std::byte> out, const ReadOptions& options) {
-  if (!t.has_keys()) {
-    return Status::FailedPrecondition("table '" + name + "' has no keys");
-  }
   const std::uint64_t per_row = options.to_f32 ? t.dim() * 4 : t.row_bytes();
-  if (out.size() != keys.size() * per_row) {
-    return Status::InvalidArgument("buffer for " + std::to_string(keys.size()) +
-                                   " keys of table '" + name + "' holds " +
-                                   std::to_string(out.size()) + " bytes, they need " +
-                                   std::to_string(keys.size() * per_row));
-  }
+  EMBSTORE_RETURN_NOT_OK(CheckKeyLookup(name, t.has_keys(), per_row, keys.size(), out.size()));
   // Keys are checked once per mapping before the first lookup; each row's block before its row
   // is copied (store::Table::GatherRows), so no row comes from a block that fails its checksum.
   if (options.verify) EMBSTORE_RETURN_NOT_OK(t.VerifyKeys());

@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -54,6 +55,18 @@ class RowSourceTest : public ::testing::Test {
     c.target = server_->addresses()[0];
     return c;
   }
+  // dir_/m.json: table `table` of rows x dim `dtype` over `shards`.
+  void WriteManifest(const std::string& table, std::uint64_t rows, std::uint64_t dim, DType dtype,
+                     std::vector<ShardSpec> shards) const {
+    ShardManifest m;
+    m.origin = "m.json";
+    m.table = table;
+    m.rows = rows;
+    m.dim = dim;
+    m.dtype = dtype;
+    m.shards = std::move(shards);
+    std::ofstream(dir_ + "/m.json") << FormatShardManifest(m);
+  }
   // The table file `path`, served as `table`: as a file source, a server source that reads the
   // file locally, and one that streams.
   std::vector<std::unique_ptr<RowSource>> FileAndServerSources(const std::string& path,
@@ -98,17 +111,8 @@ TEST_F(RowSourceTest, EveryKindReadsTheSameBytesForAnyRangeAndThreadCount) {
   const std::string path = Write("t", 3000, 24, DType::kF16, 100);
   Serve();
   std::vector<std::unique_ptr<RowSource>> sources = FileAndServerSources(path, "t");
-  {
-    ShardManifest m;
-    m.origin = "m.json";
-    m.table = "t";
-    m.rows = 3000;
-    m.dim = 24;
-    m.dtype = DType::kF16;
-    m.shards = {{0, 3000, server_->addresses()[0], "t", std::nullopt}};
-    std::ofstream(dir_ + "/m.json") << FormatShardManifest(m);
-    sources.push_back(*OpenShardedSource(dir_ + "/m.json", Connect()));
-  }
+  WriteManifest("t", 3000, 24, DType::kF16, {{0, 3000, server_->addresses()[0], "t", std::nullopt}});
+  sources.push_back(*OpenShardedSource(dir_ + "/m.json", Connect()));
   EXPECT_EQ(sources[0]->kind(), "file");
   EXPECT_EQ(sources[1]->kind(), "server");
   EXPECT_EQ(sources[3]->kind(), "sharded");
@@ -255,6 +259,60 @@ TEST_F(RowSourceTest, KeysAndKeyLookupsFromFilesAndServers) {
     auto k = s->Keys(10, 13);
     ASSERT_TRUE(k.ok());
     EXPECT_EQ(*k, (std::vector<std::string>{"key10", "key11", "key12"}));
+  }
+}
+
+TEST_F(RowSourceTest, KeyLookupsThroughAManifestFindEachKeyOnItsShard) {
+  // One 500-row table split over three shard tables whose keys are the logical rows' keys.
+  const std::uint64_t bounds[] = {0, 200, 350, 500};
+  std::vector<std::string> paths;
+  for (int i = 0; i < 3; ++i) {
+    paths.push_back(dir_ + "/s" + std::to_string(i) + ".emb");
+    testing::WriteRandomTable(paths.back(), bounds[i + 1] - bounds[i], 8, DType::kF16, true, 64,
+                              17 + i, bounds[i]);
+  }
+  Serve();
+  std::vector<ShardSpec> shards;
+  for (int i = 0; i < 3; ++i) {
+    shards.push_back({bounds[i], bounds[i + 1], server_->addresses()[0], "s" + std::to_string(i),
+                      std::nullopt});
+  }
+  WriteManifest("t", 500, 8, DType::kF16, shards);
+  // Where each asked key's row lives: (shard, row in it); -1: no shard has it.
+  const std::vector<std::string> keys{"key420", "key7", "nope", "key200", "key349", "key0",
+                                      "key499", "also-nope", "key7"};
+  const std::vector<std::pair<int, std::uint64_t>> at{{2, 70}, {0, 7},   {-1, 0},
+                                                      {1, 0},  {1, 149}, {0, 0},
+                                                      {2, 149}, {-1, 0}, {0, 7}};
+  for (bool local : {false, true}) {
+    auto src = OpenShardedSource(dir_ + "/m.json", Connect(), local);
+    ASSERT_TRUE(src.ok()) << src.status().ToString();
+    ASSERT_TRUE((*src)->desc().has_keys);
+    for (bool to_f32 : {false, true}) {
+      const std::size_t per_row = to_f32 ? 32 : 16;
+      std::vector<std::byte> out(keys.size() * per_row, std::byte{0x55});
+      ReadOptions o;
+      o.to_f32 = to_f32;
+      auto r = (*src)->CopyKeys(keys, out, o);
+      ASSERT_TRUE(r.ok()) << r.status().ToString();
+      std::vector<std::uint32_t> missing = r->missing;
+      std::sort(missing.begin(), missing.end());
+      EXPECT_EQ(missing, (std::vector<std::uint32_t>{2, 7}));
+      for (std::size_t k = 0; k < keys.size(); ++k) {
+        const auto [shard, row] = at[k];
+        if (shard < 0) {
+          EXPECT_EQ(out[k * per_row], std::byte{0x55}) << keys[k];  // left untouched
+          continue;
+        }
+        EXPECT_EQ(std::memcmp(out.data() + k * per_row,
+                              Expected(paths[shard], row, row + 1, to_f32).data(), per_row),
+                  0)
+            << keys[k] << " local " << local << " f32 " << to_f32;
+      }
+    }
+    std::vector<std::byte> small(3);
+    EXPECT_EQ((*src)->CopyKeys(keys, small, ReadOptions()).status().code(),
+              StatusCode::kInvalidArgument);
   }
 }
 

@@ -53,14 +53,9 @@ class ServerSource final : public RowSource {
     if (local_) {
       return internal::CopyKeysFromTable(local_->table(), desc_.name, keys, out, options);
     }
-    if (!desc_.has_keys) return Status::FailedPrecondition("table '" + desc_.name + "' has no keys");
     const std::uint64_t per_row = options.to_f32 ? desc_.dim * 4 : desc_.row_bytes;
-    if (out.size() != keys.size() * per_row) {
-      return Status::InvalidArgument("buffer for " + std::to_string(keys.size()) +
-                                     " keys of table '" + desc_.name + "' holds " +
-                                     std::to_string(out.size()) + " bytes, they need " +
-                                     std::to_string(keys.size() * per_row));
-    }
+    EMBSTORE_RETURN_NOT_OK(internal::CheckKeyLookup(desc_.name, desc_.has_keys, per_row,
+                                                    keys.size(), out.size()));
     // The server verifies each row's block and sends a checksum per row, which the client
     // checks (docs/PROTOCOL.md, "Lookup").
     EMBSTORE_ASSIGN_OR_RETURN(auto found, client_->LookupKeys(desc_.name, keys));

@@ -218,6 +218,12 @@ std::string ShardedTable::ShardName(int i) const {
          "' at " + s.target + ", rows " + Range(s.begin, s.end) + ")";
 }
 
+ConnectOptions ShardedTable::ShardConnect(int i) const {
+  ConnectOptions c = connect_;
+  c.target = manifest_.shards[i].target;
+  return c;
+}
+
 Status ShardedTable::CheckShard(int i, const TableDesc& d) const {
   const ShardSpec& s = manifest_.shards[i];
   auto mismatch = [&](const std::string& what, const std::string& want, const std::string& got) {
@@ -328,8 +334,7 @@ Result<ShardedLoadStats> ShardedTable::Load(std::span<std::byte> out, const Load
       // Health first, over a connection of its own: a server that was down a moment ago is seen
       // as soon as it listens. The Client's shared connection would sit out gRPC's reconnect
       // backoff (1 s, growing) after every refused attempt, and miss it for seconds.
-      ConnectOptions probe = connect_;
-      probe.target = s.target;
+      ConnectOptions probe = ShardConnect(r.shard);
       Result<TableDesc> d = Status::Unavailable("");
       auto health = CheckHealth(probe);
       if (health.ok() && *health != ServingStatus::kServing) {

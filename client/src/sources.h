@@ -16,6 +16,11 @@ namespace embstore::client::internal {
 // The description of a local table, as a server would give it (no file identity).
 TableDesc DescribeFile(const store::Table& table, const std::string& name);
 
+// What every CopyKeys checks first: that table `name` has keys, and that `out_bytes` holds
+// `keys` rows of `per_row` bytes.
+Status CheckKeyLookup(const std::string& name, bool has_keys, std::uint64_t per_row,
+                      std::size_t keys, std::size_t out_bytes);
+
 // CopyKeys and Keys over a local table: keys verified before the first lookup and each row's
 // block before its row is copied (when options.verify), the mapping checked afterwards.
 Result<KeyCopyResult> CopyKeysFromTable(const store::Table& table, const std::string& name,

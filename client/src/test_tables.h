@@ -20,10 +20,12 @@ namespace embstore::client::testing {
 inline std::string TestKey(std::uint64_t row) { return "key" + std::to_string(row); }
 
 // Writes a rows x dim table of normally distributed values drawn from `seed` (rounded to
-// `dtype`), with keys TestKey(row) when `keys`; returns the encoded row bytes the table holds.
+// `dtype`), with keys TestKey(first_key + row) when `keys`; returns the encoded row bytes the
+// table holds.
 inline std::vector<std::byte> WriteRandomTable(const std::string& path, std::uint64_t rows,
                                                std::uint64_t dim, store::DType dtype, bool keys,
-                                               std::uint64_t block_rows, unsigned seed) {
+                                               std::uint64_t block_rows, unsigned seed,
+                                               std::uint64_t first_key = 0) {
   std::mt19937 rng(seed);
   std::normal_distribution<float> dist(0, 1);
   std::vector<float> v(rows * dim);
@@ -38,7 +40,7 @@ inline std::vector<std::byte> WriteRandomTable(const std::string& path, std::uin
   EXPECT_TRUE(w.ok()) << w.status().ToString();
   if (!w.ok()) return {};
   EXPECT_TRUE((*w)->AppendRowsF32(v).ok());
-  for (std::uint64_t r = 0; keys && r < rows; ++r) EXPECT_TRUE((*w)->AppendKey(TestKey(r)).ok());
+  for (std::uint64_t r = 0; keys && r < rows; ++r) EXPECT_TRUE((*w)->AppendKey(TestKey(first_key + r)).ok());
   EXPECT_TRUE((*w)->Finish().ok());
   auto t = store::Table::Open(path);
   EXPECT_TRUE(t.ok()) << t.status().ToString();

@@ -138,6 +138,9 @@ Result<std::unique_ptr<RowSource>> OpenServerSource(
 // fails if a shard's server is down); without it, nothing is contacted until rows are read, and
 // CopyRows waits for a shard whose server is restarting (ShardedTable::Load), so rows of the
 // shards that are up can be read while another is down.
+// CopyKeys asks the shards in turn (all keys of shard 0, then the ones it lacked of shard 1, ...),
+// through a server source of each shard opened at its first lookup and checked against the
+// manifest.
 Result<std::unique_ptr<RowSource>> OpenShardedSource(const std::string& manifest_path,
                                                      const ConnectOptions& connect,
                                                      bool allow_local = true,

@@ -118,17 +118,19 @@ class ShardedTable {
   Result<std::vector<std::string>> Keys(std::uint64_t begin = 0,
                                         std::optional<std::uint64_t> end = std::nullopt);
 
+  // "manifest 'm.json' shard 1 (table 't1' at host:port, rows [10, 20))".
+  std::string ShardName(int i) const;
+  // FailedPrecondition unless `desc` has the rows, dim, dtype (and content id) shard `i` promises.
+  Status CheckShard(int i, const TableDesc& desc) const;
+  // The connection options of shard `i`: the table's, with the shard's target.
+  ConnectOptions ShardConnect(int i) const;
+
  private:
   ShardedTable(ShardManifest manifest, ConnectOptions connect,
                std::vector<std::unique_ptr<Client>> clients)
       : manifest_(std::move(manifest)),
         connect_(std::move(connect)),
         clients_(std::move(clients)) {}
-
-  // "manifest 'm.json' shard 1 (table 't1' at host:port, rows [10, 20))".
-  std::string ShardName(int i) const;
-  // FailedPrecondition unless `desc` has the rows, dim, dtype (and content id) shard `i` promises.
-  Status CheckShard(int i, const TableDesc& desc) const;
 
   ShardManifest manifest_;
   ConnectOptions connect_;  // target unset: each shard has its own
