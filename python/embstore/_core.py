@@ -1,19 +1,15 @@
 """Sources, table descriptions and load(): the numpy layer every framework module builds on."""
 import numbers
 import os
-import re
 import time
 
 import numpy as np
 
 from ._native_import import _native
 from .errors import (CancelledError, DeadlineExceededError, InvalidArgumentError,
-                     MissingKeysError, NotFoundError)
+                     MissingKeysError)
 
 ALIGNMENT = 64
-# What is meant as a server target rather than a path: a scheme gRPC knows, or HOST:PORT without a
-# '/' ("tables/v2:old.emb" that does not exist is a missing file, not a bad address).
-_LOOKS_LIKE_TARGET = re.compile(r"^((unix|unix-abstract|dns|ipv4|ipv6):|[^/]*:[^/]*$)")
 
 
 def aligned_empty(shape, dtype, alignment=ALIGNMENT):
@@ -46,45 +42,37 @@ def numpy_dtype(table_dtype):
     raise InvalidArgumentError(f"unknown table dtype {table_dtype!r}")
 
 
-def _check_table_name(table):
-    """The rules a server applies to table names (docs/PROTOCOL.md), for local stores too."""
-    if not isinstance(table, str):
-        raise InvalidArgumentError(f"table name must be a string, not {type(table).__name__}")
-    why = None
-    if not table:
-        why = "empty"
-    elif len(table.encode("utf-8", "surrogatepass")) > 250:
-        why = "longer than 250 bytes"
-    elif table.startswith("."):
-        why = "starts with '.'"
-    elif "/" in table:
-        why = "contains '/'"
-    elif "\0" in table:
-        why = "contains a NUL byte"
-    elif any(ord(c) < 0x20 for c in table):
-        why = "contains a control character"
-    if why:
-        raise InvalidArgumentError(f"invalid table name {table[:80]!r}: {why}")
+# How messages name where a table lives, by the kind of its location (client/open_source.h):
+# (what the location is, how a table of it is named).
+_WHERE = {
+    "file": ("table file", "table file {location!r}"),
+    "directory": ("store directory", "table {name!r} in store directory {location!r}"),
+    "server": ("server", "table {name!r} on server {location!r}"),
+    "manifest": ("shard manifest", "table {name!r} of shard manifest {location!r}"),
+    "object": ("S3 object", "table {name!r} in object {location!r}"),
+    "object prefix": ("S3 prefix", "table {name!r} under prefix {location!r}"),
+}
 
 
 class Source:
-    """Where tables come from: a table file, a store directory, a server, or a shard manifest.
+    """Where tables come from: any location embstore opens (client::OpenSource, the one resolver
+    shared with the CLI): a table file, a store directory, a server, a shard manifest, or an
+    s3:// object or prefix.
 
     Build one with Source.resolve(). It opens each table once, the first time it is asked for
-    it (a file's descriptor, a server's connections and the table's description, its pinned
+    it (a file's mapping, a server's connections and the table's description, its pinned
     version), and keeps it for every later load: reuse a Source for the chunks of one load and
     for several loads. A Source pins the version of each table it opened; resolve a new one to
     see a table that was replaced on a server.
     """
 
-    def __init__(self, kind, location, connect=None):
-        self.kind = kind          # "file", "dir", "server", "sharded" (a shard manifest) or
-        #                           "object" (s3://BUCKET/KEY)
+    def __init__(self, location, kind, several, connect):
         self.location = location
-        self._connect = connect   # _native.ConnectOptions, for servers
-        self._sources = {}        # (table or path, local) -> _native.Source
+        self.kind = kind          # what the location is: a key of _WHERE
+        self._several = several   # it holds several tables, so loads name one
+        self._connect = connect   # _native.ConnectOptions, for servers (and shards' servers)
+        self._sources = {}        # (table or None, local) -> _native.Source
         self._views = {}          # path -> _native.Table, for zero-copy views
-        self._client = None       # _native.Client, to list a server's tables
 
     @classmethod
     def resolve(cls, source, *, token=None, tls=False, tls_ca=None, tls_cert=None, tls_key=None,
@@ -93,89 +81,43 @@ class Source:
             return source
         if not isinstance(source, (str, os.PathLike)):
             raise InvalidArgumentError(
-                f"source must be a table file, a store directory or a server target, "
-                f"not {type(source).__name__}")
-        s = os.fspath(source)
-        if s.startswith("s3://"):
-            # A table object: the header, checksums and keys now; rows' blocks as they are read.
-            src = cls("object", s)
-            src.table(None)
-            return src
+                f"source must be a table file, a store directory, a server target, a shard "
+                f"manifest or an s3:// address, not {type(source).__name__}")
+        location = os.fspath(source)
+        kind, several = _native.classify(location)
         connect = _native.ConnectOptions(
             token=token or "", tls=bool(tls), tls_ca=tls_ca or "", tls_cert=tls_cert or "",
             tls_key=tls_key or "", tls_server_name=tls_server_name or "",
             rpc_timeout=float(rpc_timeout), load_balancing=load_balancing or "")
-        if os.path.isfile(s) and s.endswith(".json"):
-            # A shard manifest: one table split by row ranges across servers (docs/DEPLOY.md).
-            src = cls("sharded", s, connect)
-            src.table(None)  # reads and checks the manifest now, like the other kinds
-            return src
-        if os.path.isfile(s):
-            return cls("file", s)
-        if os.path.isdir(s):
-            return cls("dir", s)
-        if _LOOKS_LIKE_TARGET.match(s):
-            # A server target, checked as the C++ client checks it (a port out of range is an
-            # error, never wrapped onto another port).
-            _native.check_target(s)
-            src = cls("server", s, connect)
-            src._client = _native.Client(connect, s)
-            return src
-        raise NotFoundError(f"source {s!r} is neither a table file, a store directory nor a "
-                            f"server target (host:port or unix:PATH)")
+        src = cls(location, kind, several, connect)
+        if not several:
+            src.table(None)  # a location that is one table is opened and checked now
+        return src
 
     def __repr__(self):
         return f"Source({self.kind}, {self.location!r})"
 
-    def _path(self, table):
-        """The file of `table` in a file or directory source."""
-        if self.kind == "file":
-            if table is not None and os.path.splitext(os.path.basename(self.location))[0] != table:
-                raise InvalidArgumentError(
-                    f"source {self.location!r} is one table file; do not name table {table!r}")
-            return self.location
-        if table is None:
-            raise InvalidArgumentError(f"source {self.location!r} needs a table name")
-        _check_table_name(table)
-        path = os.path.join(self.location, table + ".emb")
-        if not os.path.isfile(path):
-            raise NotFoundError(f"no table {table!r} in store directory {self.location!r} "
-                                f"(looked for {path!r})")
-        return path
+    def where(self, desc):
+        """How messages name a table of this source: its file, or its name and location."""
+        return _WHERE[self.kind][1].format(name=desc["name"], location=self.location)
 
     def table(self, table=None, local=True, timeout=None):
         """The native source of one table (embstore._native.Source): opened and described the
-        first time, then kept. `local` (servers, manifests): read a server's file directly when
-        it is this host's. `timeout` (seconds) bounds opening a server's table, connecting
-        included, when it is shorter than rpc_timeout."""
-        if self.kind in ("file", "dir"):
-            key = (self._path(table), True)
-        elif self.kind == "object":
-            key = (None, True)
-        elif self.kind == "server":
-            if table is None:
-                raise InvalidArgumentError(f"server {self.location!r} needs a table name")
-            _check_table_name(table)
-            key = (table, bool(local))
-        else:
-            key = (None, bool(local))
+        first time, then kept. `table` names it where the location holds several; where it is one
+        table, a given name must be that table's. `local` (servers, manifests): read a server's
+        file directly when it is this host's. `timeout` (seconds) bounds opening a server's
+        table, connecting included, when it is shorter than rpc_timeout."""
+        if table is not None and not isinstance(table, str):
+            raise InvalidArgumentError(f"table name must be a string, not {type(table).__name__}")
+        key = (table, bool(local))
         src = self._sources.get(key)
         if src is None:
-            if self.kind in ("file", "dir"):
-                src = _native.Source.file(key[0])
-            elif self.kind == "object":
-                src = _native.Source.object(self.location)
-            elif self.kind == "server":
-                src = _native.Source.server(self._connect, self.location, table, bool(local),
-                                            float(timeout or 0.0))
-            else:
-                src = _native.Source.sharded(self._connect, self.location, bool(local))
+            src = _native.Source.open(self.location, table, self._connect, bool(local),
+                                      float(timeout or 0.0))
             self._sources[key] = src
-        if self.kind in ("sharded", "object") and table is not None and \
-                table != src.desc()["name"]:
-            what = "manifest" if self.kind == "sharded" else "object"
-            raise InvalidArgumentError(f"{what} {self.location!r} holds table "
-                                       f"{src.desc()['name']!r}, not {table!r}")
+            if not self._several:  # the same table, by its name or by none
+                self._sources.setdefault((None, key[1]), src)
+                self._sources.setdefault((src.desc()["name"], key[1]), src)
         return src
 
     def describe(self, table=None, local=True, timeout=None):
@@ -184,14 +126,8 @@ class Source:
         return self.table(table, local, timeout).desc()
 
     def list_tables(self):
-        if self.kind in ("sharded", "object"):
-            return [self.describe()["name"]]
-        if self.kind == "server":
-            return [d["name"] for d in self._client.list_tables()]
-        if self.kind == "file":
-            return [os.path.splitext(os.path.basename(self.location))[0]]
-        return sorted(f[:-4] for f in os.listdir(self.location)
-                      if f.endswith(".emb") and not f.startswith("."))
+        """The sorted names of the tables at this location."""
+        return _native.list_tables(self.location, self._connect)
 
     def read_rows(self, table, begin, end, out, to_f32, *, streams=0, timeout=0.0, verify=True,
                   progress=None, local=True):
@@ -202,13 +138,17 @@ class Source:
         out = out.view(np.uint8)  # any dtype (bfloat16 included) crosses as its bytes
         return self.table(table, local).read_into(begin, end, out, options, progress)
 
-    def _view_table(self, table=None):
-        if self.kind in ("server", "sharded", "object"):
-            what = {"server": "server", "sharded": "shard manifest", "object": "S3 object"}
-            raise InvalidArgumentError(
-                f"copy=False needs a local table file; {self.location!r} is a "
-                f"{what[self.kind]}")
-        path = self._path(table)
+    def file_path(self, table=None, why="copy=False"):
+        """The local table file of `table`, for what maps it (zero-copy views); an error naming
+        the location where the table is not a local file."""
+        path = self.table(table).file_path
+        if path is None:
+            raise InvalidArgumentError(f"{why} needs a local table file; {self.location!r} is "
+                                       f"a {_WHERE[self.kind][0]}")
+        return path
+
+    def _view_table(self, table=None, why="copy=False"):
+        path = self.file_path(table, why)
         t = self._views.get(path)
         if t is None:
             t = self._views[path] = _native.Table(path)
@@ -230,10 +170,6 @@ class Source:
         to_f32), in request order; returns the indices of the keys the table lacks (their rows
         are left as they were). Rows come only from checksum blocks that passed (a server
         verifies them and each row of its reply is checked against the checksum it carries)."""
-        if self.kind == "sharded":
-            raise InvalidArgumentError(
-                f"keys= lookups are not supported through shard manifest {self.location!r}; "
-                "load rows, or look keys up on the shard's server")
         options = _native.ReadOptions(verify=bool(verify), to_f32=bool(to_f32))
         return self.table(table, local).copy_keys(list(keys), out.view(np.uint8), options)
 
@@ -242,6 +178,33 @@ class Source:
         if not desc["has_keys"]:
             raise InvalidArgumentError(f"table {desc['name']!r} has no keys")
         return self.table(table).keys(begin, end)
+
+
+class LoadArgs:
+    """The keywords a tf or torch helper passes on to its loads, split once: `connect` for
+    Source.resolve (token, tls, ..., load_balancing) and `read` for every read (streams,
+    timeout, verify, progress, local). Anything else is named as a mistake."""
+
+    CONNECT = ("token", "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "rpc_timeout",
+               "load_balancing")
+    READ = ("streams", "timeout", "verify", "progress", "local")
+
+    def __init__(self, kwargs, who="embstore"):
+        extra = set(kwargs) - set(self.CONNECT) - set(self.READ)
+        if extra:
+            raise InvalidArgumentError(
+                f"unexpected arguments {sorted(extra)}; {who} loads take {sorted(self.READ)} "
+                f"and the connection keywords {sorted(self.CONNECT)}")
+        self.connect = {k: v for k, v in kwargs.items() if k in self.CONNECT}
+        self.read = {k: v for k, v in kwargs.items()
+                     if k in self.READ and not (k == "timeout" and v is None)}
+
+    @property
+    def local(self):
+        return self.read.get("local", True)
+
+    def resolve(self, source):
+        return Source.resolve(source, **self.connect)
 
 
 def _row_range(rows, nrows):
@@ -367,8 +330,9 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     source: a table file path, a store directory (with `table`), a server target ("host:port" or
         "unix:PATH", with `table`), a shard manifest (a ".json" file, docs/DEPLOY.md), a table
         object "s3://BUCKET/KEY" (only the blocks of the rows asked for are fetched; AWS_*
-        variables and profiles configure it, docs/DEPLOY.md), or a
-        Source.
+        variables and profiles configure it, docs/DEPLOY.md), an S3 prefix "s3://BUCKET/PREFIX/"
+        (with `table`), or a Source. The CLI reads the same locations the same way (one
+        resolver, docs/CLIENT.md).
     rows: (begin, end) or a slice of rows; default all.
     keys: load these keys' rows, in this order, instead of a row range (the trainer's vocabulary
         order). Keys the table lacks are handled by `missing`: "error" raises MissingKeysError,
@@ -416,7 +380,6 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
                 "copy=False returns the stored matrix as it is: no keys= and dtype='native' "
                 f"(the table holds {desc['dtype']})")
         return src.view(table, rows=rows, verify=verify)
-    tname = name if src.kind != "file" else table
     if keys is not None:
         if rows is not None:
             raise InvalidArgumentError("give rows= or keys=, not both")
@@ -427,7 +390,7 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
             raise InvalidArgumentError(
                 f"table {name!r} has no keys (it was converted from a matrix without tokens), "
                 f"so keys= cannot look rows up; load rows= instead")
-        return _load_keys(src, tname, desc, keys, missing, out_dtype, how, verify, local)
+        return _load_keys(src, table, desc, keys, missing, out_dtype, how, verify, local)
     begin, end = _row_range(rows, desc["rows"])
     if out is None:
         out = aligned_empty((end - begin, desc["dim"]), out_dtype)
@@ -436,9 +399,9 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     kw = dict(streams=streams, timeout=timeout or 0.0, verify=verify, progress=progress,
               local=local)
     if how == "narrow":
-        _read_narrowed(src, tname, begin, end, out, desc, **kw)
+        _read_narrowed(src, table, begin, end, out, desc, **kw)
     else:
-        src.read_rows(tname, begin, end, out, how == "f32", **kw)
+        src.read_rows(table, begin, end, out, how == "f32", **kw)
     return out
 
 

@@ -28,7 +28,7 @@ except ImportError as e:  # embstore itself works without PyTorch; this module d
 
 import numpy as np
 
-from ._core import Source, _chunks_into, _fill, _row_range, numpy_dtype
+from ._core import LoadArgs, Source, _chunks_into, _fill, _row_range, numpy_dtype
 from .errors import FailedPreconditionError, InvalidArgumentError
 
 __all__ = ["StorageReader", "broadcast_load", "embedding", "from_file", "load_into",
@@ -42,37 +42,16 @@ _TORCH_DTYPES = {"F32": torch.float32, "F16": torch.float16, "BF16": torch.bfloa
 _TABLE_DTYPES = {v: k for k, v in _TORCH_DTYPES.items()}
 
 
-def _connect_kwargs(kwargs):
-    keys = ("token", "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "rpc_timeout",
-            "load_balancing")
-    return {k: kwargs.pop(k) for k in keys if k in kwargs}
-
-
-def _read_kwargs(kwargs):
-    allowed = {"streams", "timeout", "verify", "progress", "local"}
-    extra = set(kwargs) - allowed
-    if extra:
-        raise InvalidArgumentError(f"unexpected arguments {sorted(extra)}")
-    out = dict(kwargs)
-    if out.get("timeout") is None:
-        out.pop("timeout", None)
-    return out
-
-
-def _table_arg(src, table):
-    return None if src.kind == "file" else table
-
-
 class _Table:
     """One table of a source, described once: what every entry point below needs to fill a
-    tensor. `load_kwargs` is consumed (connection keywords, then read keywords)."""
+    tensor, opened with `args` (a LoadArgs)."""
 
-    def __init__(self, source, table, load_kwargs, rows=None):
-        self.src = Source.resolve(source, **_connect_kwargs(load_kwargs))
-        self.read_kwargs = _read_kwargs(load_kwargs)
+    def __init__(self, source, table, args, rows=None):
+        self.src = args.resolve(source)
+        self.read_kwargs = args.read
         # Describe through the native source the reads will use (local= picks which one).
-        self.desc = self.src.describe(table, self.read_kwargs.get("local", True))
-        self.name = _table_arg(self.src, table)
+        self.desc = self.src.describe(table, args.local)
+        self.name = table
         self.begin, self.end = _row_range(rows, self.desc["rows"])
         self.shape = (self.end - self.begin, self.desc["dim"])
 
@@ -144,7 +123,7 @@ def load_into(tensor, source, table=None, *, rows=None, chunk_rows=None, **load_
     """
     if not isinstance(tensor, torch.Tensor):
         raise InvalidArgumentError(f"load_into fills a torch.Tensor, not {type(tensor).__name__}")
-    t = _Table(source, table, load_kwargs, rows)
+    t = _Table(source, table, LoadArgs(load_kwargs, "embstore.torch"), rows)
     t.check(tensor)
     t.fill(tensor, t.begin, chunk_rows=chunk_rows)
     return tensor
@@ -153,15 +132,16 @@ def load_into(tensor, source, table=None, *, rows=None, chunk_rows=None, **load_
 def embedding(source, table=None, *, freeze=True, rows=None, dtype=torch.float32, device=None,
               padding_idx=None, **load_kwargs):
     """A torch.nn.Embedding whose weight is the table (or rows (begin, end) of it)."""
-    src = Source.resolve(source, **_connect_kwargs(load_kwargs))
-    desc = src.describe(table, load_kwargs.get("local", True))
+    args = LoadArgs(load_kwargs, "embstore.torch")
+    src = args.resolve(source)
+    desc = src.describe(table, args.local)
     begin, end = _row_range(rows, desc["rows"])
     if end == begin:
         raise InvalidArgumentError(f"rows=({begin}, {end}) of table {desc['name']!r} is empty: an "
                                    f"embedding needs at least one row")
     weight = torch.empty((end - begin, desc["dim"]), dtype=dtype,
                          device=device if device is not None else "cpu")
-    load_into(weight, src, table, rows=(begin, end), **load_kwargs)
+    load_into(weight, src, table, rows=(begin, end), **args.read)
     return torch.nn.Embedding.from_pretrained(weight, freeze=freeze, padding_idx=padding_idx)
 
 
@@ -172,10 +152,7 @@ def from_file(path, *, verify=True):
     verify (the default), every checksum block is checked before the tensor is returned
     (CorruptionError names a bad block); verify=False maps it unchecked.
     """
-    t = Source.resolve(path)
-    if t.kind != "file":
-        raise InvalidArgumentError(f"from_file needs a table file, not {path!r}")
-    native = t._view_table(None)
+    native = Source.resolve(path)._view_table(None, why="from_file")
     if verify:
         native.verify_rows(0, native.rows)
     dtype = _TORCH_DTYPES[native.dtype]
@@ -218,7 +195,7 @@ def load_sharded(dtensor, source, table=None, *, rows=None, chunk_rows=None, **l
             raise InvalidArgumentError(
                 f"load_sharded takes Shard(0), Shard(1) and Replicate() placements, not {p!r} "
                 f"(placements {tuple(dtensor.placements)})")
-    t = _Table(source, table, load_kwargs, rows)
+    t = _Table(source, table, LoadArgs(load_kwargs, "embstore.torch"), rows)
     t.check(dtensor, "DTensor")
     mesh = dtensor.device_mesh
     if mesh.get_coordinate() is None:
@@ -275,7 +252,7 @@ def broadcast_load(tensor, source, table=None, group=None, *, rows=None, chunk_r
     shape = tuple(tensor.shape) if tensor.dim() == 2 else (-1, -1)
     error, t = None, None
     try:
-        t = _Table(source, table, load_kwargs, rows)
+        t = _Table(source, table, LoadArgs(load_kwargs, "embstore.torch"), rows)
         t.check(tensor)
         if not tensor.is_contiguous():
             raise InvalidArgumentError("broadcast_load needs a contiguous tensor (broadcasts "
@@ -360,9 +337,8 @@ def _storage_reader_class():
         def __init__(self, source, tables, **load_kwargs):
             super().__init__()
             self._chunk_rows = load_kwargs.pop("chunk_rows", None)
-            self._src = Source.resolve(source, **_connect_kwargs(load_kwargs))
-            _read_kwargs(dict(load_kwargs))  # rejects unknown keywords now
-            self._load_kwargs = load_kwargs
+            self._args = LoadArgs(load_kwargs, "embstore.torch")  # unknown keywords fail now
+            self._src = self._args.resolve(source)
             if not hasattr(tables, "items"):
                 raise InvalidArgumentError(
                     f"tables must map state-dict keys to table names, not "
@@ -374,7 +350,7 @@ def _storage_reader_class():
             t = self._tables.get(fqn)
             if t is None:
                 name, rows = self._specs[fqn]
-                t = self._tables[fqn] = _Table(self._src, name, dict(self._load_kwargs), rows)
+                t = self._tables[fqn] = _Table(self._src, name, self._args, rows)
             return t
 
         def reset(self, checkpoint_id=None):

@@ -25,11 +25,11 @@
 #include <string>
 #include <vector>
 
-#include "embstore/client/client.h"
-#include "embstore/common/address.h"
+#include "embstore/client/open_source.h"
 #include "embstore/client/row_source.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/format.h"
+#include "embstore/store/names.h"
 #include "embstore/store/table.h"
 
 namespace nb = nanobind;
@@ -213,32 +213,29 @@ struct PyReadOptions {
   }
 };
 
-// One table of a file, a server or a sharded manifest (client::RowSource): described once, then
-// read chunk by chunk into buffers Python owns, with the GIL released.
+// One table at any location (client::OpenSource, the resolver): described once, then read chunk
+// by chunk into buffers Python owns, with the GIL released.
 class PySource {
  public:
-  static PySource File(const std::string& path) {
-    return PySource(WithoutGil([&] { return client::OpenFileSource(path); }));
-  }
-  static PySource Server(const PyConnectOptions& c, const std::string& target,
-                         const std::string& table, bool allow_local, double open_timeout) {
-    client::ConnectOptions o = c.o;
-    o.target = target;
-    const auto bound = Millis(open_timeout);
-    return PySource(
-        WithoutGil([&] { return client::OpenServerSource(o, table, allow_local, bound); }));
-  }
-  static PySource Object(const std::string& url) {
-    return PySource(WithoutGil([&] { return client::OpenObjectSource(url); }));
-  }
-  static PySource Sharded(const PyConnectOptions& c, const std::string& manifest,
-                          bool allow_local) {
-    return PySource(
-        WithoutGil([&] { return client::OpenShardedSource(manifest, c.o, allow_local); }));
+  static PySource Open(const std::string& location, const std::optional<std::string>& table,
+                       const PyConnectOptions& c, bool allow_local, double open_timeout) {
+    // An empty name is a bad name, not "no name" as it is to SourceOptions.
+    if (table && table->empty()) Check(store::ValidateTableName(*table));
+    client::SourceOptions o;
+    o.table = table.value_or("");
+    o.connect = c.o;
+    o.allow_local = allow_local;
+    o.open_timeout = Millis(open_timeout);
+    return PySource(WithoutGil([&] { return client::OpenSource(location, o); }));
   }
 
   std::string kind() const { return std::string(source_->kind()); }
   std::string location() const { return source_->location(); }
+  // The table file this source reads, when it is a local file (what zero-copy views map).
+  std::optional<std::string> file_path() const {
+    if (source_->kind() != "file") return std::nullopt;
+    return source_->local_table()->path();
+  }
   nb::dict desc() const { return DescToDict(source_->desc()); }
 
   // Rows [begin, end) into `out` (C-contiguous, writable, exactly their bytes). Progress and
@@ -277,27 +274,6 @@ class PySource {
  private:
   explicit PySource(std::unique_ptr<client::RowSource> s) : source_(std::move(s)) {}
   std::shared_ptr<client::RowSource> source_;
-};
-
-// A server, for what is not about one table: listing its tables.
-class PyClient {
- public:
-  PyClient(const PyConnectOptions& c, const std::string& target) {
-    client::ConnectOptions o = c.o;
-    o.target = target;
-    client_ = WithoutGil([&] { return client::Client::Connect(o); });
-  }
-
-  std::vector<nb::dict> ListTables() {
-    std::vector<nb::dict> out;
-    for (const auto& d : WithoutGil([&] { return client_->ListTables(); })) {
-      out.push_back(DescToDict(d));
-    }
-    return out;
-  }
-
- private:
-  std::unique_ptr<client::Client> client_;
 };
 
 // A local table file mapped read-only, for zero-copy views (copy=False, torch.from_file).
@@ -343,7 +319,6 @@ class PyTable {
 }  // namespace embstore::python
 
 NB_MODULE(_native, m) {
-  using embstore::python::PyClient;
   using embstore::python::PyConnectOptions;
   using embstore::python::PyReadOptions;
   using embstore::python::PySource;
@@ -355,15 +330,25 @@ NB_MODULE(_native, m) {
       "Name of the SIMD kernel used for dtype conversion on this machine.");
 
   m.def(
-      "check_target",
-      [](const std::string& target) {
-        embstore::python::Check(
-            embstore::ParseAddress(target, embstore::AddressUse::kConnect, "server target")
-                .status());
+      "classify",
+      [](const std::string& location) {
+        using namespace embstore::client;
+        const LocationKind kind = embstore::python::Unwrap(ClassifyLocation(location));
+        return nb::make_tuple(std::string(LocationKindName(kind)), HoldsSeveralTables(kind));
       },
-      "target"_a,
-      "Raises InvalidArgumentError unless `target` is a server address embstore connects to "
-      "(host:port with a port from 1 to 65535, unix:PATH, dns:...).");
+      "location"_a,
+      "(kind, holds_several_tables) of a location, by the resolver's rules "
+      "(client/open_source.h): kind is 'file', 'directory', 'manifest', 'server', 'object' or "
+      "'object prefix'. Raises NotFoundError when it is none of them, InvalidArgumentError when "
+      "it is malformed.");
+
+  m.def(
+      "list_tables",
+      [](const std::string& location, const embstore::python::PyConnectOptions& c) {
+        return embstore::python::WithoutGil(
+            [&] { return embstore::client::ListTables(location, c.o); });
+      },
+      "location"_a, "connect"_a, "The sorted names of the tables at a location.");
 
   nb::class_<PyConnectOptions>(m, "ConnectOptions")
       .def(
@@ -402,23 +387,16 @@ NB_MODULE(_native, m) {
       .def_rw("max_attempts", &PyReadOptions::max_attempts);
 
   nb::class_<PySource>(m, "Source")
-      .def_static("file", &PySource::File, "path"_a)
-      .def_static("server", &PySource::Server, "connect"_a, "target"_a, "table"_a,
+      .def_static("open", &PySource::Open, "location"_a, "table"_a, "connect"_a,
                   "allow_local"_a = true, "open_timeout"_a = 0.0)
-      .def_static("sharded", &PySource::Sharded, "connect"_a, "manifest"_a,
-                  "allow_local"_a = true)
-      .def_static("object", &PySource::Object, "url"_a)
       .def_prop_ro("kind", &PySource::kind)
       .def_prop_ro("location", &PySource::location)
+      .def_prop_ro("file_path", &PySource::file_path)
       .def("desc", &PySource::desc)
       .def("read_into", &PySource::ReadInto, "begin"_a, "end"_a, "out"_a, "options"_a,
            "progress"_a = nb::none())
       .def("copy_keys", &PySource::CopyKeys, "keys"_a, "out"_a, "options"_a)
       .def("keys", &PySource::Keys, "begin"_a = 0, "end"_a = nb::none());
-
-  nb::class_<PyClient>(m, "Client")
-      .def(nb::init<const PyConnectOptions&, const std::string&>(), "connect"_a, "target"_a)
-      .def("list_tables", &PyClient::ListTables);
 
   nb::class_<PyTable>(m, "Table")
       .def(nb::init<const std::string&>(), "path"_a)

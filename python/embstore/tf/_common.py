@@ -78,21 +78,12 @@ def _check_rows_fit(variable, rows):
             f"rows=({begin}, {end}) {what}, but variable {_var_name(variable)!r} has {have} rows")
 
 
-def _table_label(src, desc):
-    """How error messages name a table: its file, or its name and where it lives."""
-    if src.kind == "file":
-        return f"table file {src.location!r}"
-    where = {"dir": "in store directory", "server": "on server",
-             "sharded": "of shard manifest", "object": "in object"}.get(src.kind, "in")
-    return f"table {desc['name']!r} {where} {src.location!r}"
-
-
 def _table_rows(src, desc, rows):
     """(begin, end) of rows= within the described table, or an error naming the table."""
     try:
         return _row_range(rows, desc["rows"])
     except InvalidArgumentError as e:
-        raise InvalidArgumentError(f"{_table_label(src, desc)}: {e}") from None
+        raise InvalidArgumentError(f"{src.where(desc)}: {e}") from None
 
 
 def _check_shape(variable, src, desc, rows):
@@ -102,7 +93,7 @@ def _check_shape(variable, src, desc, rows):
     if shape != want:
         raise InvalidArgumentError(
             f"variable {_var_name(variable)!r} has shape {list(shape)}, but "
-            f"{_table_label(src, desc)} rows [{begin}, {end}) are {list(want)}")
+            f"{src.where(desc)} rows [{begin}, {end}) are {list(want)}")
     return begin
 
 
@@ -147,21 +138,3 @@ def _is_resource(variable):
         and variable.handle.dtype == tf.resource
 
 
-def _read_kwargs(load_kwargs):
-    """The keyword arguments of embstore.load that reading rows takes (streams, timeout, verify,
-    progress, local); anything else is a mistake worth naming."""
-    allowed = {"streams", "timeout", "verify", "progress", "local"}
-    extra = set(load_kwargs) - allowed
-    if extra:
-        raise InvalidArgumentError(f"unexpected arguments {sorted(extra)}; embstore.tf loads take "
-                                   f"{sorted(allowed)} and the connection keywords")
-    out = dict(load_kwargs)
-    if out.get("timeout") is None:
-        out.pop("timeout", None)
-    return out
-
-
-def _connect_kwargs(kwargs):
-    keys = ("token", "tls", "tls_ca", "tls_cert", "tls_key", "tls_server_name", "rpc_timeout",
-            "load_balancing")
-    return {k: kwargs.pop(k) for k in keys if k in kwargs}

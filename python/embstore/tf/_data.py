@@ -1,9 +1,9 @@
 """tf.data: dataset() streams a table's rows as the pipeline consumes them."""
 import numpy as np
 
-from .._core import Source, load as _load
+from .._core import LoadArgs, load as _load
 from ..errors import InvalidArgumentError
-from ._common import _chunk_rows, _connect_kwargs, _rows_arg, _table_label, _table_rows, tf
+from ._common import _chunk_rows, _rows_arg, _table_rows, tf
 
 
 def dataset(source, table=None, *, rows=None, batch_rows=None, with_keys=False, dtype="float32",
@@ -11,21 +11,21 @@ def dataset(source, table=None, *, rows=None, batch_rows=None, with_keys=False, 
     """A tf.data.Dataset of the table's rows (or (key, row) pairs with with_keys=True), read from
     the source chunk by chunk as the pipeline consumes them."""
     rows = _rows_arg(rows)
-    src = Source.resolve(source, **_connect_kwargs(load_kwargs))
+    args = LoadArgs(load_kwargs, "embstore.tf")
+    src = args.resolve(source)
     desc = src.describe(table)
-    name = table if src.kind != "file" else None
     begin, end = _table_rows(src, desc, rows)
     dim = desc["dim"]
     chunk = int(batch_rows or _chunk_rows(None, dim, 4) // 8 or 1)
     if with_keys and not desc["has_keys"]:
-        raise InvalidArgumentError(f"{_table_label(src, desc)} has no keys")
+        raise InvalidArgumentError(f"{src.where(desc)} has no keys")
 
     def chunks():
         for off in range(begin, end, chunk):
             n = min(chunk, end - off)
-            arr = _load(src, name, rows=(off, off + n), dtype=dtype, **load_kwargs)
+            arr = _load(src, table, rows=(off, off + n), dtype=dtype, **args.read)
             if with_keys:
-                yield np.array(src.keys(name, off, off + n), dtype=object), arr
+                yield np.array(src.keys(table, off, off + n), dtype=object), arr
             else:
                 yield arr
 

@@ -2,9 +2,9 @@
 shards on parameter servers are loaded by the tasks that hold them (_parameter_servers)."""
 import numpy as np
 
-from .._core import Source, _chunks_into
-from ._common import (_check_rows_fit, _check_shape, _chunk_rows, _connect_kwargs, _np_dtype,
-                      _partitions, _read_kwargs, _rows_arg, _scatter_rows, tf)
+from .._core import LoadArgs, _chunks_into
+from ._common import (_check_rows_fit, _check_shape, _chunk_rows, _np_dtype, _partitions,
+                      _rows_arg, _scatter_rows, tf)
 from ._parameter_servers import _assign_where_held, _on_parameter_server
 
 
@@ -25,8 +25,8 @@ def assign(variable, source, table=None, *, rows=None, chunk_rows=None, **load_k
     """
     rows = _rows_arg(rows)
     _check_rows_fit(variable, rows)
-    connect = _connect_kwargs(load_kwargs)
-    read_kwargs = _read_kwargs(load_kwargs)
+    args = LoadArgs(load_kwargs, "embstore.tf")
+    connect, read_kwargs = args.connect, args.read
     parts = _partitions(variable)
     held = [(p, first) for p, first in parts if _on_parameter_server(p)]
     if held:
@@ -34,7 +34,7 @@ def assign(variable, source, table=None, *, rows=None, chunk_rows=None, **load_k
     here = [(p, first) for p, first in parts if not _on_parameter_server(p)]
     if not here:
         return variable
-    src = Source.resolve(source, **connect)
+    src = args.resolve(source)
     desc = src.describe(table)
     begin = _check_shape(variable, src, desc, rows)
     for part, first in here:

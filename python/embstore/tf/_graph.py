@@ -5,12 +5,11 @@ import weakref
 
 import numpy as np
 
-from .._core import Source, _chunks_into, load as _load
+from .._core import LoadArgs, Source, _chunks_into, load as _load
 from .._pages import release_zero_pages, starts_with_zero_pages, zero_pages_into
 from ..errors import FailedPreconditionError, InvalidArgumentError
-from ._common import (_check_rows_fit, _check_shape, _chunk_rows, _connect_kwargs, _np_dtype,
-                      _is_resource, _partitions, _read_kwargs, _rows_arg, _scatter_rows, _var_name,
-                      tf)
+from ._common import (_check_rows_fit, _check_shape, _chunk_rows, _np_dtype, _is_resource,
+                      _partitions, _rows_arg, _scatter_rows, _var_name, tf)
 
 
 def _graph_of(specs):
@@ -115,10 +114,10 @@ class _Feeder:
             self._releasing.join()
             self._releasing = None
 
-    def run(self, session, src, table, first_row, chunk_rows, **load_kwargs):
+    def run(self, session, src, table, first_row, chunk_rows, **read_kwargs):
+        """read_kwargs: a LoadArgs' read keywords."""
         rows = int(self.variable.shape[0])
         desc = src.describe(table)
-        read_kwargs = _read_kwargs(load_kwargs)
         try:
             if self._holds_folded_zeros(session):
                 # The old buffer is going: the variable adopts a new one holding the rows, read
@@ -183,10 +182,10 @@ def _feeders(graph, specs, caller):
     return out
 
 
-def _run_feeders(session, feeders, src, chunk_rows, load_kwargs):
+def _run_feeders(session, feeders, src, chunk_rows, read_kwargs):
     for feeder, table, rows, first, variable in feeders:
         begin = _check_shape(variable, src, src.describe(table), rows)
-        feeder.run(session, src, table, begin + first, chunk_rows, **load_kwargs)
+        feeder.run(session, src, table, begin + first, chunk_rows, **read_kwargs)
 
 
 def initialize(session, mapping, source, *, chunk_rows=None, **load_kwargs):
@@ -201,8 +200,8 @@ def initialize(session, mapping, source, *, chunk_rows=None, **load_kwargs):
     """
     specs = _specs(mapping)
     feeders = _feeders(session.graph, specs, "initialize")
-    src = Source.resolve(source, **_connect_kwargs(load_kwargs))
-    _run_feeders(session, feeders, src, chunk_rows, load_kwargs)
+    args = LoadArgs(load_kwargs, "embstore.tf")
+    _run_feeders(session, feeders, args.resolve(source), chunk_rows, args.read)
 
 
 def scaffold(mapping, source, *, base=None, chunk_rows=None, **load_kwargs):
@@ -219,13 +218,12 @@ def scaffold(mapping, source, *, base=None, chunk_rows=None, **load_kwargs):
     """
     specs = _specs(mapping)
     feeders = _feeders(_graph_of(specs), specs, "scaffold")
-    connect = _connect_kwargs(load_kwargs)
+    args = LoadArgs(load_kwargs, "embstore.tf")
 
     def init_fn(_, session):
         if base is not None and base.init_fn is not None:
             base.init_fn(session)
-        src = Source.resolve(source, **connect)
-        _run_feeders(session, feeders, src, chunk_rows, load_kwargs)
+        _run_feeders(session, feeders, args.resolve(source), chunk_rows, args.read)
 
     return tf.compat.v1.train.Scaffold(init_fn=init_fn, copy_from_scaffold=base)
 
@@ -332,9 +330,10 @@ def _install_loading_initializer(owner, part, first, load, chunk_rows):
 class _InitHook(tf.compat.v1.train.SessionRunHook):
     def __init__(self, mapping, source, chunk_rows, load_kwargs):
         self._specs = _specs(mapping)
-        self._source = _LazySource(source, _connect_kwargs(load_kwargs))
+        args = LoadArgs(load_kwargs, "embstore.tf")
+        self._source = _LazySource(source, args.connect)
         self._chunk_rows = chunk_rows
-        self._load_kwargs = load_kwargs
+        self._load_kwargs = args.read
 
     def begin(self):
         # MonitoredSession calls begin() before its Scaffold builds the default init_op and

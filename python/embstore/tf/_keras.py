@@ -5,9 +5,9 @@ import os
 
 import numpy as np
 
-from .._core import Source, load as _load
+from .._core import LoadArgs, Source, load as _load
 from ..errors import InvalidArgumentError
-from ._common import _connect_kwargs, _rows_arg, _table_label, _table_rows, tf
+from ._common import _rows_arg, _table_rows, tf
 
 try:
     _KerasInitializer = tf.keras.initializers.Initializer
@@ -82,21 +82,21 @@ class EmbstoreInitializer(_KerasInitializer):
         dtype = tf.as_dtype(dtype or tf.float32)
         if _keras_loading():
             return tf.zeros(partition_shape or shape, dtype)
-        load_kwargs = dict(self.load_kwargs)
-        src = Source.resolve(self.source, **_connect_kwargs(load_kwargs))
+        args = LoadArgs(self.load_kwargs, "embstore.tf")
+        src = args.resolve(self.source)
         desc = src.describe(self.table)
         begin, end = _table_rows(src, desc, self.rows)
         want = [end - begin, desc["dim"]]
         if [int(d) for d in shape] != want:
             raise InvalidArgumentError(
-                f"layer asks for a {list(shape)} weight, but {_table_label(src, desc)} rows "
+                f"layer asks for a {list(shape)} weight, but {src.where(desc)} rows "
                 f"[{begin}, {end}) are {want}")
         if partition_shape is not None:
             first = begin + int((partition_offset or [0])[0])
             begin, end = first, first + int(partition_shape[0])
         load_dtype = {tf.float32: "float32", tf.float16: "float16",
                       tf.bfloat16: "bfloat16"}.get(dtype, "float32")
-        arr = _load(src, self.table, rows=(begin, end), dtype=load_dtype, **load_kwargs)
+        arr = _load(src, self.table, rows=(begin, end), dtype=load_dtype, **args.read)
         return _tensor_sharing(arr, dtype)
 
     def get_config(self):

@@ -7,7 +7,7 @@ import numpy as np
 
 from .._core import Source, load as _load
 from ..errors import CancelledError, EmbstoreError, FailedPreconditionError, InvalidArgumentError
-from ._common import (_chunk_rows, _full_shape, _np_dtype, _scatter_rows, _table_label,
+from ._common import (_chunk_rows, _full_shape, _np_dtype, _scatter_rows,
                       _table_rows, _var_name, tf)
 
 #
@@ -70,7 +70,7 @@ def _load_where_held(spec, off, n):
         if want != spec["shape"]:
             raise InvalidArgumentError(
                 f"variable {spec['variable']!r} has shape {spec['shape']}, but "
-                f"{_table_label(src, desc)} rows [{begin}, {end}) are {want}")
+                f"{src.where(desc)} rows [{begin}, {end}) are {want}")
         first = begin + spec["first"] + off
         np_dtype = np.dtype(spec["np_dtype"]) if spec["np_dtype"] != "bfloat16" \
             else tf.bfloat16.as_numpy_dtype
