@@ -103,7 +103,7 @@ int Export(const ExportArgs& a) {
   std::string fetched;
   if (src.transferred_bytes() > 0) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, " (%.1f MB transferred)", src.transferred_bytes() / 1e6);
+    std::snprintf(buf, sizeof buf, " (%.2f MB transferred)", src.transferred_bytes() / 1e6);
     fetched = buf;
   }
   std::printf("%s: wrote rows [%llu, %llu) x %llu to %s%s%s%s\n", a.location.c_str(),

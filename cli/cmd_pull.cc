@@ -184,7 +184,7 @@ int Pull(const PullArgs& a) {
   }
   if (s3) {
     char buf[96];
-    std::snprintf(buf, sizeof buf, " (%.1f MB of the object fetched)",
+    std::snprintf(buf, sizeof buf, " (%.2f MB of the object fetched)",
                   src.transferred_bytes() / 1e6);
     how += buf;
   }

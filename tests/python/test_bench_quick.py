@@ -58,6 +58,11 @@ def test_quick_run_writes_results_plots_and_report(tmp_path):
     assert ways["load_sharded"]["server_bytes"] == table_bytes
     assert ways["every rank loads all"]["server_bytes"] == results["distributed"]["ranks"] * \
         table_bytes
+    # A partial export of the S3 object moves its rows' block, not the whole table: 1000 rows
+    # lie in one 1 MiB checksum block, a tenth of the quick run's 10 MB table.
+    store = results["object_store"]
+    assert 0 < store["partial"]["transferred_bytes"] < 0.15 * store["bytes"]
+    assert store["partial"]["exported_bytes"] > 0
     assert any(name.startswith("DType/") for name in results["micro"]["store_bench"])
     assert any(name.startswith("Checksum64") for name in results["micro"]["store_bench"])
     assert results["ratios"]

@@ -1,8 +1,11 @@
 """Phase object_store: the seed table downloaded from a real S3 server on this machine
 (SeaweedFS through scripts/s3-server.sh, data on the work directory, signatures checked):
 `embstore pull` against boto3's download_file and runai-model-streamer's S3 reader
-(harness.contenders.object_store), each in a fresh process, best of 3 (1 with --quick)."""
+(harness.contenders.object_store), each in a fresh process, best of 3 (1 with --quick). Then
+`embstore export s3://bench/seed.emb --rows 0:1000`: how many of the table's bytes a partial
+read of an object moves (only the blocks of the rows asked for, and the header)."""
 import os
+import re
 import subprocess
 
 from harness.contenders.object_store import CASES
@@ -48,6 +51,7 @@ def _measure(ctx, endpoint):
                 if best is None or r["seconds"] < best["seconds"]:
                     best = r
             res["contenders"][case] = best
+        res["partial"] = _partial_export(ctx, url, env)
         return res
     finally:
         for k, v in saved.items():
@@ -55,3 +59,26 @@ def _measure(ctx, endpoint):
                 os.environ.pop(k, None)
             else:
                 os.environ[k] = v
+
+
+PARTIAL_ROWS = (0, 1000)
+
+
+def _partial_export(ctx, url, env):
+    """`embstore export URL OUT.npy --rows 0:1000`: the bytes it reports having transferred."""
+    out = ctx.work / "s3-partial.npy"
+    begin, end = PARTIAL_ROWS
+    log(f"  embstore export --rows {begin}:{end}")
+    cmd = [str(ctx.build / "cli" / "embstore"), "export", url, str(out), "--rows",
+           f"{begin}:{end}", "--force"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, **env})
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr[-2000:]}")
+    m = re.search(r"\(([0-9.]+) MB transferred\)", r.stdout + r.stderr)
+    if not m:
+        raise RuntimeError(f"{' '.join(cmd)} did not say how much it transferred: "
+                           f"{(r.stdout + r.stderr)[-2000:]}")
+    exported = os.path.getsize(out)
+    out.unlink()
+    return {"rows": end - begin, "transferred_bytes": float(m.group(1)) * 1e6,
+            "exported_bytes": exported}

@@ -285,6 +285,15 @@ def _object_store(results):
         lines.append(f"| {case} | {r['seconds']:.2f} | {r['bytes'] / r['seconds'] / 1e9:.2f} | "
                      f"{r.get('peak_rss_mib', 0):.0f} |")
     lines.append("")
+    partial = store.get("partial")
+    if partial:
+        lines += [f"A partial read of the same object: `embstore export s3://bench/seed.emb "
+                  f"OUT.npy --rows 0:{partial['rows']}` moved "
+                  f"{partial['transferred_bytes'] / 1e6:.2f} MB of the table's "
+                  f"{store['bytes'] / 1e6:.1f} MB "
+                  f"({100 * partial['transferred_bytes'] / store['bytes']:.2f}%): the header, "
+                  "and the checksum blocks that hold those rows, each checked "
+                  f"({partial['exported_bytes'] / 1e6:.2f} MB of .npy written).", ""]
     return lines
 
 

@@ -194,6 +194,12 @@ def _object_store(store):
     best = min(others, key=others.get)
     rows.append(("object store", f"seed table from S3: best other ({best}) time / embstore pull",
                  others[best] / mine, "target >= 1.00 (ratio)"))
+    partial = store.get("partial")
+    if partial and partial.get("transferred_bytes"):
+        rows.append(("object store", f"export s3://.../seed.emb --rows 0:{partial['rows']}: "
+                     "table bytes / bytes transferred",
+                     store["bytes"] / partial["transferred_bytes"],
+                     "target >= 50 (ratio; under 2% of the table)"))
     return rows
 
 
