@@ -179,7 +179,7 @@ TEST_F(ClientTest, UsesTheLocalFileWhenItIsTheServersFile) {
   auto mapped = c->OpenLocal(desc);
   ASSERT_TRUE(mapped.ok()) << mapped.status().ToString();
   EXPECT_EQ((*mapped)->rows(), 400u);
-  desc.file->inode += 1;  // another host's file, or a replaced one
+  desc.file->identity.inode += 1;  // another host's file, or a replaced one
   EXPECT_EQ(c->OpenLocal(desc).status().code(), StatusCode::kNotFound);
 }
 

@@ -27,16 +27,6 @@ using Clock = std::chrono::steady_clock;
 // the CPU's cache when they are hashed right after, and that threads share the work evenly.
 constexpr std::uint64_t kPieceBytes = 4u << 20;
 
-FileIdentity IdentityOf(const std::string& path, const struct stat& st) {
-  FileIdentity id;
-  id.path = path;
-  id.device = static_cast<std::uint64_t>(st.st_dev);
-  id.inode = static_cast<std::uint64_t>(st.st_ino);
-  id.size = static_cast<std::uint64_t>(st.st_size);
-  id.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  return id;
-}
-
 std::string Rows(std::uint64_t b, std::uint64_t e) {
   return "rows [" + std::to_string(b) + ", " + std::to_string(e) + ")";
 }
@@ -57,7 +47,7 @@ Result<std::unique_ptr<FileReader>> FileReader::Open(const std::string& path) {
     struct stat by_path;
     if (::stat(path.c_str(), &by_path) == 0 && by_path.st_ino == by_fd.st_ino &&
         by_path.st_dev == by_fd.st_dev) {
-      r->identity_ = IdentityOf(path, by_fd);
+      r->file_ = ServerFile{path, IdentityOf(by_fd)};
       break;
     }
     if (attempt == 1) {
@@ -73,22 +63,19 @@ Result<std::unique_ptr<FileReader>> FileReader::OpenServersFile(const TableDesc&
   if (!desc.file) {
     return Status::NotFound("server did not say where table '" + desc.name + "' lives");
   }
-  const FileIdentity& f = *desc.file;
+  const ServerFile& f = *desc.file;
   struct stat st;
   if (::stat(f.path.c_str(), &st) != 0) {
     return Status::NotFound("table file '" + f.path + "' is not reachable from this host");
   }
-  auto same = [&](const FileIdentity& id) {
-    return id.device == f.device && id.inode == f.inode && id.size == f.size &&
-           id.mtime_ns == f.mtime_ns;
-  };
-  if (!same(IdentityOf(f.path, st))) {
+  if (IdentityOf(st) != f.identity) {
     return Status::NotFound("'" + f.path +
                             "' on this host is not the server's file (another host "
                             "or a newer version)");
   }
   EMBSTORE_ASSIGN_OR_RETURN(auto reader, Open(f.path));
-  if (!same(reader->identity()) || store::ContentId(reader->table()) != desc.content_id) {
+  if (reader->file().identity != f.identity ||
+      store::ContentId(reader->table()) != desc.content_id) {
     return Status::NotFound("'" + f.path + "' changed since the server described it");
   }
   return reader;

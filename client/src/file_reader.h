@@ -36,8 +36,8 @@ class FileReader {
   const store::Table& table() const { return *table_; }
   std::shared_ptr<const store::Table> shared_table() const { return table_; }
   const std::string& path() const { return table_->path(); }
-  // The file's identity when it was opened (device, inode, size, mtime).
-  const FileIdentity& identity() const { return identity_; }
+  // The file's path and identity (device, inode, size, mtime) when it was opened.
+  const ServerFile& file() const { return file_; }
 
   // Rows [begin, end) into `out` (exactly their size: row_bytes each, or dim * 4 with to_f32).
   // Verifies every block the rows touch when options.verify (a cut block at either end is read
@@ -58,7 +58,7 @@ class FileReader {
 
   int fd_ = -1;
   std::shared_ptr<const store::Table> table_;
-  FileIdentity identity_;
+  ServerFile file_;
 };
 
 }  // namespace embstore::client::internal

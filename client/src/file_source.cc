@@ -16,7 +16,7 @@ class FileSource final : public RowSource {
  public:
   explicit FileSource(std::unique_ptr<internal::FileReader> reader) : reader_(std::move(reader)) {
     desc_ = internal::DescribeFile(reader_->table(), store::TableNameOfFile(reader_->path()));
-    desc_.file = reader_->identity();
+    desc_.file = reader_->file();
   }
 
   std::string_view kind() const override { return "file"; }

@@ -17,15 +17,6 @@
 namespace embstore::server {
 namespace {
 
-FileIdentity IdentityOf(const struct stat& st) {
-  FileIdentity id;
-  id.device = static_cast<std::uint64_t>(st.st_dev);
-  id.inode = static_cast<std::uint64_t>(st.st_ino);
-  id.size = static_cast<std::uint64_t>(st.st_size);
-  id.mtime_ns = static_cast<std::int64_t>(st.st_mtim.tv_sec) * 1000000000 + st.st_mtim.tv_nsec;
-  return id;
-}
-
 }  // namespace
 
 TableEntry::~TableEntry() {

@@ -28,19 +28,11 @@
 #include <thread>
 #include <vector>
 
+#include "embstore/common/file_identity.h"
 #include "embstore/common/status.h"
 #include "embstore/store/table.h"
 
 namespace embstore::server {
-
-// What identifies one file on one host.
-struct FileIdentity {
-  std::uint64_t device = 0;
-  std::uint64_t inode = 0;
-  std::uint64_t size = 0;
-  std::int64_t mtime_ns = 0;
-  bool operator==(const FileIdentity&) const = default;
-};
 
 // One loaded version of a table. Immutable; shared by every request that reads it.
 class TableEntry {

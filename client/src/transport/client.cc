@@ -46,8 +46,8 @@ Result<TableDesc> ToDesc(const v1::TableInfo& t, const std::string& o_target) {
   d.format_version = t.format_version();
   for (const auto& [k, v] : t.metadata()) d.metadata[k] = v;
   if (t.has_file() && !t.file().path().empty()) {
-    d.file = FileIdentity{t.file().path(), t.file().device(), t.file().inode(), t.file().size(),
-                          t.file().mtime_ns()};
+    d.file = ServerFile{t.file().path(), FileIdentity{t.file().device(), t.file().inode(),
+                                                      t.file().size(), t.file().mtime_ns()}};
   }
   // A description is input from the network: its sizes go through the same overflow-checked
   // arithmetic as a file's header before anything is sized from them.

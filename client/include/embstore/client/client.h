@@ -33,6 +33,7 @@
 #include <string_view>
 #include <vector>
 
+#include "embstore/common/file_identity.h"
 #include "embstore/common/status.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/table.h"
@@ -63,12 +64,9 @@ struct ConnectOptions {
 };
 
 // Where a table's file lives on the server's host (see PROTOCOL.md, "Local fast path").
-struct FileIdentity {
+struct ServerFile {
   std::string path;
-  std::uint64_t device = 0;
-  std::uint64_t inode = 0;
-  std::uint64_t size = 0;
-  std::int64_t mtime_ns = 0;
+  FileIdentity identity;
 };
 
 struct TableDesc {
@@ -85,7 +83,7 @@ struct TableDesc {
   std::uint64_t key_bytes = 0;
   int format_version = 0;
   std::map<std::string, std::string> metadata;  // user metadata (Describe only)
-  std::optional<FileIdentity> file;
+  std::optional<ServerFile> file;
 };
 
 // Cancels Load() calls from any thread.
