@@ -11,6 +11,7 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <string>
+#include <string_view>
 
 #include "embstore/common/status.h"
 
@@ -26,8 +27,13 @@ using RunFn = std::function<int()>;
 // Adds a subcommand to `app` and returns the function that runs it.
 using RegisterFn = RunFn (*)(CLI::App& app);
 
-// Prints "embstore <command>: <status message>" to stderr and returns the exit code for `st`:
-// kExitUsage for InvalidArgument, kExitFailure otherwise.
+// A library's message in the CLI's terms: library errors name options by their API names in
+// backquotes (`overwrite`, `on_overflow`, `tls.cert_file`); each becomes the flag that sets it
+// (--force, --on-overflow, --tls-cert). Other backquoted text stays as it is.
+std::string InFlagTerms(std::string_view message);
+
+// Prints "embstore <command>: <status message>" (InFlagTerms) to stderr and returns the exit
+// code for `st`: kExitUsage for InvalidArgument, kExitFailure otherwise.
 int ReportError(const std::string& command, const Status& st);
 
 // True when stderr is a terminal (progress bars are drawn only then).

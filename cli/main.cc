@@ -1,9 +1,12 @@
 // The `embstore` command line: one binary, one subcommand per job.
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <iterator>
 #include <exception>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -13,8 +16,35 @@
 
 namespace embstore::cli {
 
+std::string InFlagTerms(std::string_view message) {
+  // Each library option a message can name, and the flag that sets it.
+  static constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
+      {"overwrite", "--force"},         {"on_overflow", "--on-overflow"},
+      {"on_duplicate_key", "--on-duplicate-key"}, {"delimiter", "--delimiter"},
+      {"comments", "--comments"},       {"metadata", "--meta"},
+      {"format", "--format"},           {"tls.cert_file", "--tls-cert"},
+      {"tls.key_file", "--tls-key"},    {"listen", "--listen"},
+  };
+  std::string out;
+  std::size_t at = 0;
+  for (;;) {
+    const std::size_t open = message.find('`', at);
+    const std::size_t close =
+        open == std::string_view::npos ? open : message.find('`', open + 1);
+    if (close == std::string_view::npos) break;
+    const std::string_view name = message.substr(open + 1, close - open - 1);
+    out.append(message.substr(at, open - at));
+    const auto* flag = std::find_if(std::begin(kFlags), std::end(kFlags),
+                                    [&](const auto& f) { return f.first == name; });
+    out.append(flag != std::end(kFlags) ? flag->second : message.substr(open, close + 1 - open));
+    at = close + 1;
+  }
+  out.append(message.substr(at));
+  return out;
+}
+
 int ReportError(const std::string& command, const Status& st) {
-  std::fprintf(stderr, "embstore %s: %s\n", command.c_str(), st.message().c_str());
+  std::fprintf(stderr, "embstore %s: %s\n", command.c_str(), InFlagTerms(st.message()).c_str());
   return st.code() == StatusCode::kInvalidArgument ? kExitUsage : kExitFailure;
 }
 

@@ -130,7 +130,7 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path, 
     if (!overwrite) {
       return Status::AlreadyExists("'" + path +
                                    "' already exists; refusing to replace it "
-                                   "(use --force to replace it)");
+                                   "(use `overwrite` to replace it)");
     }
   }
   std::string dir = DirName(path);
@@ -213,7 +213,7 @@ Status AtomicFile::Commit() {
     if (err == EEXIST) {
       return Status::AlreadyExists("'" + path_ +
                                    "' appeared while it was being written; "
-                                   "refusing to replace it (use --force to replace it)");
+                                   "refusing to replace it (use `overwrite` to replace it)");
     }
     return Status::FromErrno("rename '" + temp_path_ + "' to '" + path_ + "'", err);
   }

@@ -135,7 +135,7 @@ Status Converter::RunBinary() {
                                   std::to_string(*over + 1) + " (" +
                                   std::to_string(values[*over]) + ") is out of range for " +
                                   std::string(DTypeName(o_.dtype)) +
-                                  " (use --on-overflow=inf to store it as infinity)");
+                                  " (`on_overflow` inf stores it as infinity)");
       }
     }
     r.keys.append(key.data(), key.size());

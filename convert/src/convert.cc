@@ -50,23 +50,23 @@ Status Converter::Validate() {
     char d = *o_.delimiter;
     if (d == '\n' || d == '\r' || d == '.' || d == '+' || d == '-' || (d >= '0' && d <= '9') ||
         (d >= 'a' && d <= 'z') || (d >= 'A' && d <= 'Z') || d == '\0') {
-      return Status::InvalidArgument(std::string("--delimiter ") + Quote(std::string(1, d)) +
+      return Status::InvalidArgument(std::string("`delimiter` ") + Quote(std::string(1, d)) +
                                      " cannot be used: it can be part of a number or a line "
                                      "break");
     }
     if (!o_.comments.empty() && o_.comments.find(d) != std::string::npos) {
-      return Status::InvalidArgument("--delimiter " + Quote(std::string(1, d)) +
+      return Status::InvalidArgument("`delimiter` " + Quote(std::string(1, d)) +
                                      " is part of the comment marker " + Quote(o_.comments));
     }
   }
   for (char c : o_.comments) {
     if (c == '\n' || c == '\r') {
-      return Status::InvalidArgument("--comments must not contain a line break");
+      return Status::InvalidArgument("`comments` must not contain a line break");
     }
   }
   for (const auto& [k, v] : o_.metadata) {
     if (k.empty() || k.rfind(std::string(store::kReservedMetaPrefix), 0) == 0) {
-      return Status::InvalidArgument("--meta key " + Quote(k) + " is empty or uses the reserved "
+      return Status::InvalidArgument("`metadata` key " + Quote(k) + " is empty or uses the reserved "
                                      "prefix 'embstore.'");
     }
   }
@@ -80,7 +80,7 @@ Result<ConvertStats> Converter::Run() {
     struct stat st {};
     if (::stat(output_.c_str(), &st) == 0) {
       return Status::AlreadyExists("output '" + output_ +
-                                   "' already exists; use --force to replace it");
+                                   "' already exists; use `overwrite` to replace it");
     }
   }
   EMBSTORE_ASSIGN_OR_RETURN(in_, Input::Open(input_path_));
@@ -100,7 +100,7 @@ Result<ConvertStats> Converter::Run() {
     if (!st.ok() && o_.format == InputFormat::kAuto && st.code() == StatusCode::kCorruption) {
       // Say what was detected and why, so a text file taken for binary is recognizable.
       return Status::Corruption(st.message() + " (" + stats_.format_note +
-                                "; use --format if the input is something else)");
+                                "; use `format` if the input is something else)");
     }
     EMBSTORE_RETURN_NOT_OK(st);
   } else {
@@ -109,7 +109,7 @@ Result<ConvertStats> Converter::Run() {
       // A word file whose first tokens are numbers may have been taken for a matrix, a matrix
       // with words for GloVe: say what was detected and why.
       return Status::Corruption(st.message() + " (" + stats_.format_note +
-                                "; use --format if the input is something else)");
+                                "; use `format` if the input is something else)");
     }
     EMBSTORE_RETURN_NOT_OK(st);
   }
@@ -167,11 +167,11 @@ Status Converter::AppendKeyedRows(const ChunkResult& r) {
   if (binary) {
     return Status::Corruption(BinaryWhere(line_of(i) - 1, binary_row_offsets_[i]) +
                               ": duplicate key " + Quote(key) + " (first at row " +
-                              std::to_string(first) + "; use --on-duplicate-key=first or last)");
+                              std::to_string(first) + "; use `on_duplicate_key` first or last)");
   }
   return Status::Corruption(Where(line_of(i), 1) + ": duplicate key " + Quote(key) +
                             " (first on line " + std::to_string(first) +
-                            "; use --on-duplicate-key=first or last)");
+                            "; use `on_duplicate_key` first or last)");
 }
 
 Status Converter::Finish() {

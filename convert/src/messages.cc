@@ -70,7 +70,7 @@ std::string ExoticSpaceNote(std::string_view line) {
     if (ExoticSpaceAt(line, i, &name) != 0) {
       return "; column " + std::to_string(i + 1) + " holds " + name +
              ", which np.loadtxt treats as a field separator but embstore convert does not "
-             "(fields are separated by spaces and tabs, or --delimiter): replace it with a space";
+             "(fields are separated by spaces and tabs, or the `delimiter`): replace it with a space";
     }
     if (InvisibleAt(line, i, &name) != 0) {
       return "; column " + std::to_string(i + 1) + " holds " + name +

@@ -59,7 +59,7 @@ Status Converter::ChunkError(const Chunk& chunk, const ChunkResult& r) {
     case ErrorKind::kOverflow:
       return Status::Corruption(where + ": " + Quote(tok) + " is out of range for " +
                                 std::string(DTypeName(o_.dtype)) +
-                                " (use --on-overflow=inf to store it as infinity)");
+                                " (`on_overflow` inf stores it as infinity)");
     case ErrorKind::kBadKeyUtf8: {
       const char* key_begin = base + e.line_begin;
       while (key_begin < chunk.text.end && IsBlank(*key_begin)) ++key_begin;

@@ -23,6 +23,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
 #include "embstore/client/open_source.h"
@@ -37,6 +39,19 @@ using namespace nb::literals;
 
 namespace embstore::python {
 namespace {
+
+// A library message in Python's terms: the C++ option names it quotes in backquotes become the
+// keyword arguments that set them (`tls.cert_file` is tls_cert=).
+std::string InKeywordTerms(std::string message) {
+  static constexpr std::pair<std::string_view, std::string_view> kKeywords[] = {
+      {"`tls.cert_file`", "tls_cert="}, {"`tls.key_file`", "tls_key="}};
+  for (const auto& [option, keyword] : kKeywords) {
+    for (std::size_t at; (at = message.find(option)) != std::string::npos;) {
+      message.replace(at, option.size(), keyword);
+    }
+  }
+  return message;
+}
 
 // Raises the embstore.errors class for `st` (NotFound, Corruption, ...).
 [[noreturn]] void Raise(const Status& st) {
@@ -80,8 +95,8 @@ namespace {
   nb::object type = errors.attr(cls);
   // Messages may quote bytes from hostile files; never let a bad byte turn the error into a
   // UnicodeDecodeError.
-  PyObject* text = PyUnicode_DecodeUTF8(st.message().data(),
-                                        static_cast<Py_ssize_t>(st.message().size()),
+  const std::string message = InKeywordTerms(st.message());
+  PyObject* text = PyUnicode_DecodeUTF8(message.data(), static_cast<Py_ssize_t>(message.size()),
                                         "backslashreplace");
   if (text == nullptr) throw nb::python_error();
   PyErr_SetObject(type.ptr(), text);

@@ -37,7 +37,7 @@ constexpr std::uint64_t kHeapTrimThreshold = 1u << 20;
 
 // Configuration mistakes that no part would report as clearly by itself.
 Status CheckConfig(const ServerConfig& config) {
-  if (config.listen.empty()) return Status::InvalidArgument("no --listen address given");
+  if (config.listen.empty()) return Status::InvalidArgument("no `listen` address given");
   for (const std::string& a : config.listen) {
     // gRPC would wrap a port past 65535 ("127.0.0.1:70000" listens on 4464).
     EMBSTORE_RETURN_NOT_OK(ParseAddress(a, AddressUse::kListen, "listen address").status());

@@ -7,6 +7,8 @@ import ml_dtypes  # noqa: F401  (bfloat16 for numpy)
 import numpy as np
 import pytest
 
+import embstore
+
 from conftest import ServerProcess, expected_matrix, run, wait_for_table, write_table
 
 
@@ -92,7 +94,15 @@ def test_pull_errors_are_clear_and_leave_nothing(embstore_bin, tables, tmp_path)
     dest.write_bytes(b"keep me")
     out = run([embstore_bin, "pull", "--from", tables.unix, "--table", "items", "--out", dest])
     assert out.returncode == 1 and "already exists" in out.stderr
+    assert "use --force to replace it" in out.stderr
     assert dest.read_bytes() == b"keep me"
+    # Library errors name options by their API names; the CLI and Python each say how to set
+    # them in their own terms.
+    half = run([embstore_bin, "pull", "--from", tables.unix, "--table", "items", "--out",
+                tmp_path / "h.npy", "--tls-cert", dest])
+    assert half.returncode == 2 and "(--tls-cert and --tls-key)" in half.stderr, half.stderr
+    with pytest.raises(embstore.errors.InvalidArgumentError, match=r"\(tls_cert= and tls_key=\)"):
+        embstore.load(tables.unix, "items", tls_cert=str(dest))
     out = run([embstore_bin, "pull", "--from", tables.unix, "--table", "items", "--out", dest,
                "--force"])
     assert out.returncode == 0, out.stderr

@@ -244,6 +244,8 @@ def test_f16_overflow_is_an_error_unless_inf_is_asked_for(embstore_bin, tmp_path
     out = convert(embstore_bin, src, tmp_path / "out.emb", "--dtype", "f16")
     assert out.returncode == 1
     assert "o.txt:2:3: '65520' is out of range for F16" in out.stderr
+    # The library names its option (`on_overflow`); the CLI says which flag sets it.
+    assert "(--on-overflow inf stores it as infinity)" in out.stderr
     assert leftovers(tmp_path) == []
     out = convert(embstore_bin, src, tmp_path / "out.emb", "--dtype", "f16", "--on-overflow", "inf")
     assert out.returncode == 0, out.stderr

@@ -103,4 +103,5 @@ def test_binary_duplicate_key_names_row_and_byte(embstore_bin, tmp_path):
     r = run([embstore_bin, "convert", path, tmp_path / "d.emb"])
     assert r.returncode == 1
     assert f"{path}: word2vec-binary row 3 (byte 24): duplicate key 'a' (first at row 1" in r.stderr
+    assert "use --on-duplicate-key first or last)" in r.stderr
     assert not (tmp_path / "d.emb").exists()

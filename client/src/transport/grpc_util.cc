@@ -80,8 +80,8 @@ Result<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(const ConnectO
   if (!o.tls.cert_file.empty() || !o.tls.key_file.empty()) {
     if (o.tls.cert_file.empty() || o.tls.key_file.empty()) {
       return Status::InvalidArgument(
-          "a TLS client certificate needs both a certificate and a key file (--tls-cert and "
-          "--tls-key)");
+          "a TLS client certificate needs both a certificate and a key file (`tls.cert_file` "
+          "and `tls.key_file`)");
     }
     EMBSTORE_ASSIGN_OR_RETURN(ssl.pem_cert_chain,
                               ReadSmallFile(o.tls.cert_file, "TLS certificate"));
