@@ -16,7 +16,7 @@
 #include <span>
 #include <string>
 
-#include "embstore/client/client.h"
+#include "embstore/client/types.h"
 #include "embstore/common/status.h"
 #include "embstore/store/table.h"
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "embstore/client/client.h"
 #include "embstore/client/row_source.h"
 #include "embstore/store/table.h"
 

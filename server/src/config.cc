@@ -2,7 +2,7 @@
 #include <sstream>
 
 #include "embstore/common/read_file.h"
-#include "embstore/server/server.h"
+#include "embstore/server/config.h"
 
 namespace embstore::server {
 namespace {

@@ -23,7 +23,7 @@
 
 #include "catalog.h"
 #include "embstore/common/status.h"
-#include "embstore/server/server.h"  // ServiceOptions
+#include "embstore/server/config.h"
 #include "embstore/v1/embstore.pb.h"
 
 namespace embstore::server {

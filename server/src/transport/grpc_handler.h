@@ -28,7 +28,7 @@
 #include "../metrics.h"
 #include "../service.h"
 #include "embstore/common/status.h"
-#include "embstore/server/server.h"
+#include "embstore/server/config.h"
 #include "embstore/v1/embstore.grpc.pb.h"
 
 namespace embstore::server {

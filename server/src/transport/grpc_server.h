@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "embstore/common/status.h"
-#include "embstore/server/server.h"
+#include "embstore/server/config.h"
 
 namespace grpc {
 class Server;

@@ -35,8 +35,12 @@
 #include <string_view>
 #include <vector>
 
-#include "embstore/client/client.h"
+#include "embstore/client/types.h"
 #include "embstore/common/status.h"
+
+namespace embstore::store {
+class Table;
+}  // namespace embstore::store
 
 namespace embstore::client {
 

@@ -2,8 +2,7 @@
 // (embstore.v1.EmbStore, grpc.health.v1.Health, server reflection) and, optionally, Prometheus
 // metrics over HTTP. docs/PROTOCOL.md describes what clients see; docs/SERVING.md how to run it.
 //
-// This header is all a program that runs a server needs: the configuration and the Server
-// handle. Neither gRPC, protobuf nor the table catalog shows through it; they are private to the
+// This header (with config.h, the configuration) is all a program that runs a server needs. Neither gRPC, protobuf nor the table catalog shows through it; they are private to the
 // library (server/src/).
 //
 // Lifecycle: Start() validates the configuration, loads the catalog, binds every listen address
@@ -18,81 +17,12 @@
 #define EMBSTORE_SERVER_SERVER_H_
 
 #include <chrono>
-#include <cstdint>
 #include <memory>
-#include <string>
-#include <vector>
 
 #include "embstore/common/status.h"
+#include "embstore/server/config.h"
 
 namespace embstore::server {
-
-// Limits of the protocol's requests and replies (docs/SERVING.md, "Resource limits").
-struct ServiceOptions {
-  // Chunk payload bound when the request says 0. One 1 MiB checksum block per chunk by default.
-  std::uint64_t default_chunk_bytes = 1u << 20;
-  // Largest chunk payload a client may ask for. With the chunk header this stays under the 4 MiB
-  // default receive limit of stock gRPC clients.
-  std::uint64_t max_chunk_bytes = (4u << 20) - (64u << 10);
-  // Most rows or keys in one Lookup.
-  std::uint64_t max_lookup_batch = 16384;
-  // Most bytes of row data in one Lookup reply (same reasoning as max_chunk_bytes).
-  std::uint64_t max_lookup_bytes = (4u << 20) - (64u << 10);
-  // Key chunk bound when the request says 0.
-  std::uint64_t default_key_chunk_bytes = 256u << 10;
-  // How far ahead of the chunk being sent a stream asks the kernel to read (madvise WILLNEED).
-  std::uint64_t readahead_bytes = 4u << 20;
-};
-
-struct TlsConfig {
-  std::string cert_file;       // PEM server certificate chain; TLS is on when this is set
-  std::string key_file;        // PEM private key
-  std::string client_ca_file;  // PEM CA bundle: clients must present a certificate it signed
-};
-
-struct KeepaliveConfig {
-  std::int64_t time_ms = 60000;             // server pings an idle connection this often
-  std::int64_t timeout_ms = 20000;          // and closes it when the ping is not answered in time
-  std::int64_t min_client_ping_ms = 10000;  // clients pinging more often are told to go away
-  bool permit_without_calls = true;         // clients may ping connections without RPCs
-  std::int64_t max_connection_idle_ms = 0;  // close connections idle this long (0: never)
-};
-
-struct ServerConfig {
-  std::string store_dir;
-  // "host:port" (port 0 picks a free one) or "unix:/path". At least one.
-  std::vector<std::string> listen;
-  std::string metrics_listen;  // "host:port" for GET /metrics; empty: no endpoint
-  std::chrono::milliseconds poll_interval{1000};    // directory rescan period
-  std::chrono::milliseconds shutdown_grace{10000};  // used by the serve command on a signal
-  bool verify_on_load = false;                      // check all checksums before serving a file
-  ServiceOptions service;
-  std::uint32_t max_concurrent_streams = 256;  // StreamRows + StreamKeys over all clients
-  // A stream whose next message the client has not taken for this long is cancelled and its
-  // slot freed (a client that stopped reading). 0: never.
-  std::chrono::milliseconds stream_idle_timeout{60000};
-  std::uint64_t max_receive_message_bytes = 4u << 20;  // largest request accepted
-  // Memory gRPC may take for connections and requests being received, over all clients (a
-  // gRPC resource quota). gRPC reads a request whole before it checks the receive limit, so
-  // this bounds what a flood of oversized requests costs. 0: no bound.
-  std::uint64_t max_transport_memory_bytes = 128u << 20;
-  KeepaliveConfig keepalive;
-  TlsConfig tls;
-  // Bearer tokens accepted in the "authorization: Bearer <token>" metadata. Empty: no auth.
-  std::vector<std::string> auth_tokens;
-  std::string log_level = "info";
-  // Failed calls of one client (address), method and status code write at most one `rpc` line
-  // per this interval; the lines dropped are counted (docs/SERVING.md, "Logs"). 0: every line.
-  std::chrono::milliseconds log_repeat_interval{10000};
-};
-
-// Reads a JSON configuration file into `config` (docs/SERVING.md, "Configuration file"). Keys
-// not in the file keep their value. Unknown keys and mistyped values are InvalidArgument naming
-// the file and the key.
-Status LoadConfigFile(const std::string& path, ServerConfig* config);
-
-// Reads bearer tokens from a file, one a line; blank lines and lines starting with '#' skipped.
-Status LoadTokenFile(const std::string& path, std::vector<std::string>* tokens);
 
 class Server {
  public:

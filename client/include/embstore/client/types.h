@@ -1,0 +1,155 @@
+// The client library's vocabulary: connection settings, a table's description, how rows are read
+// and what a read reports. Client (client.h), every RowSource (row_source.h) and the transport
+// underneath them share these types, so the transport needs no top-level header.
+#ifndef EMBSTORE_CLIENT_TYPES_H_
+#define EMBSTORE_CLIENT_TYPES_H_
+
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <mutex>
+#include <optional>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "embstore/common/file_identity.h"
+#include "embstore/store/dtype.h"
+
+namespace embstore::client {
+
+namespace transport {
+class RowStream;
+}
+
+struct TlsOptions {
+  bool enabled = false;
+  std::string ca_file;      // PEM roots to trust; empty: the system's roots
+  std::string cert_file;    // PEM client certificate (for servers that require one)
+  std::string key_file;     // PEM client key
+  std::string server_name;  // override the name checked against the server certificate
+};
+
+struct ConnectOptions {
+  std::string target;  // "host:port" or "unix:/path"
+  TlsOptions tls;
+  std::string token;  // sent as "authorization: Bearer <token>" when not empty
+  std::chrono::milliseconds rpc_timeout{30000};  // for unary calls (List, Describe, Lookup)
+  // gRPC load-balancing policy for a target that resolves to several servers (a headless
+  // Service through "dns:///..."): "pick_first" (gRPC's default: one address a connection) or
+  // "round_robin" (calls of a connection spread over every address). Empty: gRPC's default.
+  std::string load_balancing;
+};
+
+// Where a table's file lives on the server's host (see PROTOCOL.md, "Local fast path").
+struct ServerFile {
+  std::string path;
+  FileIdentity identity;
+};
+
+struct TableDesc {
+  std::string name;
+  std::uint64_t rows = 0;
+  std::uint64_t dim = 0;
+  store::DType dtype = store::DType::kF32;
+  std::uint64_t row_bytes = 0;
+  std::uint64_t content_id = 0;
+  std::uint64_t generation = 0;
+  std::uint64_t block_rows = 0;
+  std::uint64_t num_blocks = 0;
+  bool has_keys = false;
+  std::uint64_t key_bytes = 0;
+  int format_version = 0;
+  std::map<std::string, std::string> metadata;  // user metadata (Describe only)
+  std::optional<ServerFile> file;
+};
+
+// Cancels Load() calls from any thread.
+class CancelToken {
+ public:
+  void Cancel();
+  bool cancelled() const { return cancelled_.load(std::memory_order_acquire); }
+
+ private:
+  friend class Client;
+  friend class Loader;
+  friend class transport::RowStream;
+  std::atomic<bool> cancelled_{false};
+  std::mutex mu_;
+  std::set<void*> contexts_;  // grpc::ClientContext* of the calls in flight
+};
+
+// Something a Load() noticed that is worth logging: a resume after a failure, a chunk that failed
+// verification and was fetched again, the choice of the local path.
+struct LoadEvent {
+  enum class Kind { kResume, kBadChunk, kLocal };
+  Kind kind;
+  int stream = 0;         // which parallel stream
+  std::uint64_t row = 0;  // where it resumes / the chunk's first row
+  std::string message;
+};
+
+// How rows are read, whatever the source (Client::Load, RowSource::CopyRows).
+struct ReadOptions {
+  // Parallel streams from a server, or reader threads for a local file; 0 picks DefaultStreams()
+  // (capped by the number of blocks).
+  int streams = 0;
+  std::uint64_t chunk_bytes = 0;  // 0: the server's default
+  bool to_f32 = false;            // convert F16/BF16 to f32 into the buffer (SIMD)
+  bool verify = true;             // check block checksums (always on for streamed chunks)
+  // Whole-read deadline; zero means none. Past it, the read fails with DeadlineExceeded.
+  std::chrono::milliseconds timeout{0};
+  // Consecutive failed attempts of one stream, without progress in between, before giving up.
+  int max_attempts = 8;
+  std::chrono::milliseconds initial_backoff{100};
+  std::chrono::milliseconds max_backoff{5000};
+  // Called once before the read starts and then about ten times a second with (bytes delivered,
+  // bytes total), and once at the end; return false to cancel.
+  std::function<bool(std::uint64_t done, std::uint64_t total)> progress;
+  std::function<void(const LoadEvent&)> on_event;
+  CancelToken* cancel = nullptr;
+  // Instrumentation for tests: called on a worker thread after each chunk has been verified and
+  // placed, with the stream index and the chunk's first row. Must be thread-safe.
+  std::function<void(int stream, std::uint64_t first_row)> after_chunk;
+};
+
+// Client::Load: a row range of a table named per call.
+struct LoadOptions : ReadOptions {
+  std::uint64_t begin_row = 0;
+  std::optional<std::uint64_t> end_row;  // default: the table's last row
+  bool allow_local = true;               // use the local fast path when the file is reachable
+};
+
+struct LoadStats {
+  std::uint64_t rows = 0;
+  std::uint64_t bytes = 0;       // bytes written into the caller's buffer
+  std::uint64_t wire_bytes = 0;  // payload bytes received (refetches included)
+  double seconds = 0;
+  int streams = 0;
+  int resumes = 0;     // streams restarted after a failure
+  int bad_chunks = 0;  // chunks that failed verification and were fetched again
+  bool local = false;  // served by the local fast path
+  std::uint64_t content_id = 0;
+};
+
+struct LookupResult {
+  std::uint64_t dim = 0;
+  store::DType dtype = store::DType::kF32;
+  std::vector<std::uint64_t> rows;     // row id of each returned vector, in request order
+  std::vector<std::uint32_t> missing;  // indices of requested keys that do not exist
+  std::vector<std::byte> data;         // rows.size() vectors in `dtype`
+};
+
+// The stream count a load uses when not told: one per core, at most kMaxDefaultStreams. Measured
+// with bench/pull_bench on loopback (docs/CLIENT.md): each stream costs a core for receiving,
+// copying and hashing, so streams beyond the cores only contend, and past four the server's
+// sending side is the limit.
+inline constexpr int kMaxDefaultStreams = 4;
+int DefaultStreams();
+
+}  // namespace embstore::client
+
+#endif  // EMBSTORE_CLIENT_TYPES_H_
