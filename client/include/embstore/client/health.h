@@ -32,8 +32,9 @@ std::string_view ServingStatusName(ServingStatus s);
 Result<ServingStatus> CheckHealth(const ConnectOptions& options, const std::string& service = "");
 
 // Calls CheckHealth until it reports SERVING or `timeout` has passed, `interval` apart. Returns
-// OK once SERVING; otherwise the last error, or Unavailable naming the target and the last
-// status the server reported.
+// OK once SERVING; otherwise Unavailable naming the target and the last status the server
+// reported, or the last error when the server never answered (a last check cut short by the
+// timeout does not hide an earlier answer).
 Status WaitUntilServing(const ConnectOptions& options, const std::string& service,
                         std::chrono::milliseconds timeout,
                         std::chrono::milliseconds interval = std::chrono::milliseconds(200));
