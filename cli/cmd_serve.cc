@@ -5,10 +5,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
 #include <thread>
+#include <type_traits>
+#include <utility>
+#include <variant>
 #include <vector>
 
 #include "command.h"
@@ -20,65 +24,67 @@
 namespace embstore::cli {
 namespace {
 
+// The flags of `embstore serve`: one per ServerConfig setting that has a flag
+// (server::ConfigOptions()), and those of the s3:// mirror and the config file.
 struct ServeFlags {
-  std::string store;
   std::string cache;
   double store_poll_s = 60;
-  std::vector<std::string> listen;
   std::string config_file;
-  std::string metrics_listen;
-  std::int64_t poll_interval_ms = 0;
-  std::int64_t shutdown_grace_ms = 0;
-  std::int64_t stream_idle_timeout_ms = 0;
-  bool verify_on_load = false;
-  std::uint32_t max_streams = 0;
-  std::uint64_t max_lookup_batch = 0;
-  std::uint64_t default_chunk_bytes = 0;
-  std::uint64_t max_chunk_bytes = 0;
-  std::uint64_t max_receive_message_bytes = 0;
-  std::uint64_t max_transport_memory_bytes = 0;
-  std::int64_t keepalive_time_ms = 0;
-  std::int64_t keepalive_timeout_ms = 0;
-  std::string tls_cert, tls_key, tls_client_ca;
-  std::string auth_token_file;
-  std::string log_level;
+  // What the setting flags gave, applied over the config file in the order they were given.
+  std::vector<std::function<Status(server::ServerConfig&)>> given;
 };
 
+// Adds the flag of one setting: its value, checked as the table says, goes to the config when
+// BuildConfig runs.
+void AddSettingFlag(CLI::App* sub, const server::ConfigOption& o, ServeFlags* f) {
+  using Check = server::ConfigOption::Check;
+  std::string help(o.help);
+  const std::string fallback = server::FormatOptionValue(o, server::ServerConfig());
+  if (!fallback.empty() && fallback != "false") help += " (default " + fallback + ")";
+  const std::string flag(o.flag);
+  std::visit(
+      [&](auto field) {
+        using T = std::decay_t<decltype(field(std::declval<server::ServerConfig&>()))>;
+        if constexpr (std::is_same_v<T, bool>) {
+          sub->add_flag_callback(
+              flag, [f, field] { f->given.push_back([field](auto& c) { field(c) = true; return Status::OK(); }); },
+              help);
+        } else {
+          using Value = std::conditional_t<std::is_same_v<T, std::chrono::milliseconds>,
+                                           std::int64_t, T>;
+          CLI::Option* opt = sub->add_option_function<Value>(
+              flag,
+              [f, field, token_file = o.token_file, flag](const Value& v) {
+                f->given.push_back([field, token_file, v, flag](server::ServerConfig& c) {
+                  if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+                    // --auth-token-file: the tokens of the file replace the config file's.
+                    if (token_file) {
+                      field(c).clear();
+                      return server::LoadTokenFile(v.front(), &field(c));
+                    }
+                  }
+                  field(c) = T(v);
+                  return Status::OK();
+                });
+              },
+              help);
+          if constexpr (std::is_same_v<T, std::vector<std::string>>) {
+            if (o.token_file) opt->expected(1);
+          }
+          if (o.check == Check::kPositive) opt->check(CLI::PositiveNumber);
+          if (o.check == Check::kExistingFile) opt->check(CLI::ExistingFile);
+          if constexpr (std::is_arithmetic_v<Value> && !std::is_same_v<Value, bool>) {
+            if (o.check != Check::kPositive) opt->check(CLI::NonNegativeNumber);
+          }
+        }
+      },
+      o.field);
+}
+
 // Flags given on the command line win over the configuration file, which wins over defaults.
-Status BuildConfig(CLI::App* sub, const ServeFlags& f, server::ServerConfig* c) {
+Status BuildConfig(const ServeFlags& f, server::ServerConfig* c) {
   if (!f.config_file.empty()) EMBSTORE_RETURN_NOT_OK(server::LoadConfigFile(f.config_file, c));
-  auto given = [sub](const char* name) { return sub->count(name) > 0; };
-  if (given("--store")) c->store_dir = f.store;
-  if (given("--listen")) c->listen = f.listen;
-  if (given("--metrics-listen")) c->metrics_listen = f.metrics_listen;
-  if (given("--poll-interval-ms")) c->poll_interval = std::chrono::milliseconds(f.poll_interval_ms);
-  if (given("--shutdown-grace-ms")) {
-    c->shutdown_grace = std::chrono::milliseconds(f.shutdown_grace_ms);
-  }
-  if (given("--stream-idle-timeout-ms")) {
-    c->stream_idle_timeout = std::chrono::milliseconds(f.stream_idle_timeout_ms);
-  }
-  if (given("--verify-on-load")) c->verify_on_load = f.verify_on_load;
-  if (given("--max-streams")) c->max_concurrent_streams = f.max_streams;
-  if (given("--max-lookup-batch")) c->service.max_lookup_batch = f.max_lookup_batch;
-  if (given("--default-chunk-bytes")) c->service.default_chunk_bytes = f.default_chunk_bytes;
-  if (given("--max-chunk-bytes")) c->service.max_chunk_bytes = f.max_chunk_bytes;
-  if (given("--max-receive-message-bytes")) {
-    c->max_receive_message_bytes = f.max_receive_message_bytes;
-  }
-  if (given("--max-transport-memory-bytes")) {
-    c->max_transport_memory_bytes = f.max_transport_memory_bytes;
-  }
-  if (given("--keepalive-time-ms")) c->keepalive.time_ms = f.keepalive_time_ms;
-  if (given("--keepalive-timeout-ms")) c->keepalive.timeout_ms = f.keepalive_timeout_ms;
-  if (given("--tls-cert")) c->tls.cert_file = f.tls_cert;
-  if (given("--tls-key")) c->tls.key_file = f.tls_key;
-  if (given("--tls-client-ca")) c->tls.client_ca_file = f.tls_client_ca;
-  if (given("--auth-token-file")) {
-    c->auth_tokens.clear();
-    EMBSTORE_RETURN_NOT_OK(server::LoadTokenFile(f.auth_token_file, &c->auth_tokens));
-  }
-  if (given("--log-level")) c->log_level = f.log_level;
+  for (const auto& set : f.given) EMBSTORE_RETURN_NOT_OK(set(*c));
   if (c->store_dir.empty()) {
     return Status::InvalidArgument(
         "no store directory: give --store DIR or \"store\" in the "
@@ -143,9 +149,9 @@ Result<std::unique_ptr<objstore::TableMirror>> StartMirror(const std::string& st
 // How long after its grace a shutdown may take before the process leaves without it.
 constexpr std::chrono::milliseconds kShutdownStuck{10000};
 
-int RunServe(CLI::App* sub, const ServeFlags& flags) {
+int RunServe(const ServeFlags& flags) {
   server::ServerConfig config;
-  Status st = BuildConfig(sub, flags, &config);
+  Status st = BuildConfig(flags, &config);
   if (!st.ok()) return ReportError("serve", st);
 
   // Block the shutdown signals before any thread starts, so every thread inherits the mask and
@@ -205,84 +211,31 @@ RunFn RegisterServe(CLI::App& app) {
       "replaced and removed files are picked up while running. Stops gracefully on SIGTERM or "
       "SIGINT.");
   auto f = std::make_shared<ServeFlags>();
-  sub->add_option("--store", f->store,
-                  "Directory whose *.emb files are served (read only), or s3://BUCKET/PREFIX "
-                  "(its *.emb objects, mirrored into --cache)");
-  sub->add_option("--cache", f->cache,
-                  "With --store s3://...: directory the tables are fetched into (verified, "
-                  "atomically) and served from; kept across restarts");
-  sub->add_option("--store-poll-s", f->store_poll_s,
-                  "With --store s3://...: seconds between listings of the bucket for new, "
-                  "replaced and removed tables (default 60)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--listen", f->listen,
-                  "Address to serve on: HOST:PORT (port 0 picks a free one) or unix:PATH; "
-                  "repeat for several")
-      ->type_name("ADDR");
-  sub->add_option("--config", f->config_file,
-                  "JSON configuration file (docs/SERVING.md); flags override its values")
-      ->check(CLI::ExistingFile);
-  sub->add_option("--metrics-listen", f->metrics_listen,
-                  "HOST:PORT for Prometheus metrics at GET /metrics (default: off)");
-  sub->add_option("--poll-interval-ms", f->poll_interval_ms,
-                  "How often the directory is rescanned for changed files (default 1000)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--shutdown-grace-ms", f->shutdown_grace_ms,
-                  "On SIGTERM/SIGINT, how long streams in flight may run before they are "
-                  "cancelled (default 10000)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--stream-idle-timeout-ms", f->stream_idle_timeout_ms,
-                  "Cancel a stream whose client has taken no data for this long, freeing its "
-                  "--max-streams slot; 0 never (default 60000)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_flag("--verify-on-load", f->verify_on_load,
-                "Check every block checksum of a file before serving it");
-  sub->add_option("--max-streams", f->max_streams,
-                  "Most concurrent StreamRows/StreamKeys calls (default 256)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-lookup-batch", f->max_lookup_batch,
-                  "Most rows or keys in one Lookup (default 16384)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--default-chunk-bytes", f->default_chunk_bytes,
-                  "Chunk payload size when a client does not ask (default 1048576)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-chunk-bytes", f->max_chunk_bytes,
-                  "Largest chunk payload a client may ask for (default 4128768, which fits "
-                  "the 4 MiB default receive limit of gRPC clients)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-receive-message-bytes", f->max_receive_message_bytes,
-                  "Largest request message accepted, RESOURCE_EXHAUSTED above (default 4194304, "
-                  "room for 100,000 keys of 38 bytes)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--max-transport-memory-bytes", f->max_transport_memory_bytes,
-                  "Memory gRPC may hold for connections and requests being received, all "
-                  "clients together; bounds what floods of oversized requests cost (gRPC reads "
-                  "a request whole before it checks its size). 0: no bound (default 134217728)")
-      ->check(CLI::NonNegativeNumber);
-  sub->add_option("--keepalive-time-ms", f->keepalive_time_ms,
-                  "Ping idle connections this often (default 60000)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--keepalive-timeout-ms", f->keepalive_timeout_ms,
-                  "Close a connection whose ping is not answered within this (default 20000)")
-      ->check(CLI::PositiveNumber);
-  sub->add_option("--tls-cert", f->tls_cert, "PEM server certificate chain (turns TLS on)")
-      ->check(CLI::ExistingFile);
-  sub->add_option("--tls-key", f->tls_key, "PEM private key of --tls-cert")
-      ->check(CLI::ExistingFile);
-  sub->add_option("--tls-client-ca", f->tls_client_ca,
-                  "PEM CA bundle; clients must present a certificate signed by it")
-      ->check(CLI::ExistingFile);
-  sub->add_option("--auth-token-file", f->auth_token_file,
-                  "File of accepted bearer tokens, one a line; clients must send "
-                  "'authorization: Bearer <token>'")
-      ->check(CLI::ExistingFile);
-  sub->add_option("--log-level", f->log_level, "debug, info, warn or error (default info)");
+  for (const server::ConfigOption& o : server::ConfigOptions()) {
+    if (o.flag.empty()) continue;  // set in the config file only
+    AddSettingFlag(sub, o, f.get());
+    if (o.key == "store") {
+      sub->add_option("--cache", f->cache,
+                      "With --store s3://...: directory the tables are fetched into (verified, "
+                      "atomically) and served from; kept across restarts");
+      sub->add_option("--store-poll-s", f->store_poll_s,
+                      "With --store s3://...: seconds between listings of the bucket for new, "
+                      "replaced and removed tables (default 60)")
+          ->check(CLI::PositiveNumber);
+    }
+    if (o.key == "listen") {
+      sub->get_option("--listen")->type_name("ADDR");
+      sub->add_option("--config", f->config_file,
+                      "JSON configuration file (docs/SERVING.md); flags override its values")
+          ->check(CLI::ExistingFile);
+    }
+  }
   sub->footer(
       "Logs are JSON lines on stderr. Exit codes: 0 after a graceful shutdown; 1 when the server "
       "cannot start, or when a second SIGTERM/SIGINT (or a shutdown still running 10 s after "
       "its grace) ends it at once; 2 on usage errors.\nExample: embstore serve --store /data/tables --listen "
       "0.0.0.0:7070 --listen unix:/run/embstore.sock --metrics-listen 127.0.0.1:9090");
-  return [sub, f]() { return RunServe(sub, *f); };
+  return [f]() { return RunServe(*f); };
 }
 
 }  // namespace embstore::cli

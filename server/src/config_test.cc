@@ -1,5 +1,11 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
+#include <vector>
+
 #include "embstore/server/server.h"
 #include "test_util.h"
 
@@ -52,6 +58,11 @@ TEST(ConfigFile, RejectsUnknownKeysWrongTypesAndBadJsonNamingTheFile) {
        {Case{R"({"listen": "x"})", "'listen' must be an array of strings"},
         Case{R"({"limits": {"max_streams": 1}})", "unknown key 'limits.max_streams'"},
         Case{R"({"limits": {"max_lookup_batch": -1}})", "non-negative"},
+        Case{R"({"limits": {"max_lookup_batch": 0}})", "'limits.max_lookup_batch' must be a positive"},
+        Case{R"({"limits": {"max_concurrent_streams": 5000000000}})", "smaller integer"},
+        Case{R"({"keepalive": {"min_client_ping_ms": -5}})", "non-negative"},
+        Case{R"({"keepalive": 3})", "'keepalive' must be an object"},
+        Case{R"({"auth": {"token_file": 7}})", "'auth.token_file' must be a string"},
         Case{R"({"verify_on_load": 1})", "true or false"},
         Case{R"({"store": )", "not valid JSON"}}) {
     testkit::WriteFileOrDie(dir.File("bad.json"), k.json);
@@ -73,6 +84,37 @@ TEST(ConfigFile, TheShippedExampleParses) {
   EXPECT_NE(st.message().find("/etc/embstore/tokens"), std::string::npos) << st.message();
   EXPECT_EQ(c.listen.size(), 2u);
   EXPECT_EQ(c.tls.client_ca_file, "/etc/embstore/tls/clients-ca.pem");
+}
+
+// The one table of settings is what docs/SERVING.md documents: each key on a row of its
+// "Configuration file" table, with the flag that sets it and its default.
+TEST(ConfigOptions, DocsListEveryKeyWithItsFlagAndDefault) {
+  std::ifstream in(EMBSTORE_SOURCE_DIR "/docs/SERVING.md");
+  ASSERT_TRUE(in.good());
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(in, line);) {
+    if (line.starts_with("| `")) rows.push_back(line);
+  }
+  const ServerConfig defaults;
+  std::set<std::string> flags;
+  for (const ConfigOption& o : ConfigOptions()) {
+    const std::string key = "`" + std::string(o.key) + "`";
+    auto row = std::find_if(rows.begin(), rows.end(), [&](const std::string& r) {
+      return r.substr(0, r.find(" | ", 2)).find(key) != std::string::npos;
+    });
+    ASSERT_NE(row, rows.end()) << o.key << " is not in docs/SERVING.md";
+    const std::string cells = row->substr(row->find(" | ", 2));
+    if (!o.flag.empty()) {
+      EXPECT_NE(cells.find("`" + std::string(o.flag) + "`"), std::string::npos) << *row;
+      EXPECT_TRUE(flags.insert(std::string(o.flag)).second) << o.flag << " twice";
+    } else {
+      EXPECT_EQ(cells.find("`--"), std::string::npos) << o.key << " has no flag: " << *row;
+    }
+    const std::string value = FormatOptionValue(o, defaults);
+    if (!value.empty()) {
+      EXPECT_NE(cells.find(" " + value), std::string::npos) << *row;
+    }
+  }
 }
 
 TEST(TokenFile, EmptyFileOrTokenWithSpacesIsAnError) {

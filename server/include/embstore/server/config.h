@@ -6,7 +6,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <span>
 #include <string>
+#include <string_view>
+#include <variant>
 #include <vector>
 
 #include "embstore/common/status.h"
@@ -72,9 +75,40 @@ struct ServerConfig {
   std::chrono::milliseconds log_repeat_interval{10000};
 };
 
-// Reads a JSON configuration file into `config` (docs/SERVING.md, "Configuration file"). Keys
-// not in the file keep their value. Unknown keys and mistyped values are InvalidArgument naming
-// the file and the key.
+// One setting of ServerConfig as the configuration file and `embstore serve` spell it. Both read
+// the one table, ConfigOptions(), so a setting's key, flag, help, check and default (the
+// ServerConfig member's initial value) are each written once.
+struct ConfigOption {
+  // Where the value goes: the member of ServerConfig, by type.
+  using Field = std::variant<std::string& (*)(ServerConfig&),
+                             std::vector<std::string>& (*)(ServerConfig&), bool& (*)(ServerConfig&),
+                             std::uint32_t& (*)(ServerConfig&), std::uint64_t& (*)(ServerConfig&),
+                             std::int64_t& (*)(ServerConfig&),
+                             std::chrono::milliseconds& (*)(ServerConfig&)>;
+  enum class Check {
+    kNone,
+    kPositive,     // a number above 0
+    kExistingFile  // a path that must exist when given as a flag (the server opens it later)
+  };
+  std::string_view key;   // in the config file: "poll_interval_ms", "limits.max_chunk_bytes"
+  std::string_view flag;  // "--poll-interval-ms"; empty: set in the config file only
+  std::string_view help;  // one line, without the default (the --help text adds it)
+  Field field;
+  Check check = Check::kNone;
+  // The value is the path of a token file (LoadTokenFile), whose tokens the field receives.
+  bool token_file = false;
+};
+
+// Every setting, in the order `embstore serve --help` and docs/SERVING.md list them.
+std::span<const ConfigOption> ConfigOptions();
+
+// The option's value in `config`, as the --help text and the docs show a default: "1000",
+// "true"; empty for an empty string or list.
+std::string FormatOptionValue(const ConfigOption& option, const ServerConfig& config);
+
+// Reads a JSON configuration file into `config` (docs/SERVING.md, "Configuration file"): the
+// keys of ConfigOptions(), nested by their dots. Keys not in the file keep their value. Unknown
+// keys and mistyped or out-of-range values are InvalidArgument naming the file and the key.
 Status LoadConfigFile(const std::string& path, ServerConfig* config);
 
 // Reads bearer tokens from a file, one a line; blank lines and lines starting with '#' skipped.
