@@ -46,9 +46,11 @@ void AddSettingFlag(CLI::App* sub, const server::ConfigOption& o, ServeFlags* f)
       [&](auto field) {
         using T = std::decay_t<decltype(field(std::declval<server::ServerConfig&>()))>;
         if constexpr (std::is_same_v<T, bool>) {
-          sub->add_flag_callback(
-              flag, [f, field] { f->given.push_back([field](auto& c) { field(c) = true; return Status::OK(); }); },
-              help);
+          auto set = [field](server::ServerConfig& c) {
+            field(c) = true;
+            return Status::OK();
+          };
+          sub->add_flag_callback(flag, [f, set] { f->given.push_back(set); }, help);
         } else {
           using Value = std::conditional_t<std::is_same_v<T, std::chrono::milliseconds>,
                                            std::int64_t, T>;

@@ -111,7 +111,8 @@ TEST_F(RowSourceTest, EveryKindReadsTheSameBytesForAnyRangeAndThreadCount) {
   const std::string path = Write("t", 3000, 24, DType::kF16, 100);
   Serve();
   std::vector<std::unique_ptr<RowSource>> sources = FileAndServerSources(path, "t");
-  WriteManifest("t", 3000, 24, DType::kF16, {{0, 3000, server_->addresses()[0], "t", std::nullopt}});
+  WriteManifest("t", 3000, 24, DType::kF16,
+                {{0, 3000, server_->addresses()[0], "t", std::nullopt}});
   sources.push_back(*OpenShardedSource(dir_ + "/m.json", Connect()));
   EXPECT_EQ(sources[0]->kind(), "file");
   EXPECT_EQ(sources[1]->kind(), "server");

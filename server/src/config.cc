@@ -145,8 +145,9 @@ class Reader {
             // Numbers: integers, never negative (sizes, counts, durations in milliseconds).
             constexpr bool ms = std::is_same_v<T, std::chrono::milliseconds>;
             if (!v.is_number_integer()) return Bad(key, "an integer");
-            if (v.is_number_unsigned() ? false : v.get<std::int64_t>() < 0) {
-              return Bad(key, ms ? "a non-negative number of milliseconds" : "a non-negative integer");
+            if (!v.is_number_unsigned() && v.get<std::int64_t>() < 0) {
+              return Bad(key, ms ? "a non-negative number of milliseconds"
+                                 : "a non-negative integer");
             }
             const std::uint64_t n = v.get<std::uint64_t>();
             if (o.check == Check::kPositive && n == 0) return Bad(key, "a positive integer");
