@@ -93,9 +93,10 @@ def _free_port():
 
 
 class ServerProcess:
-    """`embstore serve` over a store directory, on a unix socket and a loopback TCP port."""
+    """`embstore serve` over a store directory, on a unix socket and a loopback TCP port,
+    rescanning the directory every `poll_interval_ms`."""
 
-    def __init__(self, embstore_bin, store, workdir, extra=()):
+    def __init__(self, embstore_bin, store, workdir, extra=(), poll_interval_ms=100):
         import time
         self.store = store
         self.unix = f"unix:{workdir / 'embstore.sock'}"
@@ -104,7 +105,8 @@ class ServerProcess:
         self._log = open(self.log_path, "wb")
         self.proc = subprocess.Popen(
             [str(embstore_bin), "serve", "--store", str(store), "--listen", self.unix,
-             "--listen", self.tcp, "--poll-interval-ms", "100", "--log-level", "warn", *extra],
+             "--listen", self.tcp, "--poll-interval-ms", str(poll_interval_ms), "--log-level",
+             "warn", *extra],
             stdout=self._log, stderr=self._log)
         deadline = time.monotonic() + 30
         while not (workdir / "embstore.sock").exists():

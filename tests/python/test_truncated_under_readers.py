@@ -10,7 +10,7 @@ import sys
 import pytest
 
 import embstore
-from conftest import wait_for_table, write_table
+from conftest import ServerProcess, wait_for_table, write_table
 
 ROWS, DIM = 300_000, 64  # 77 MB: a copy takes long enough to be caught in the middle
 
@@ -135,17 +135,26 @@ def test_key_lookup_in_a_table_truncated_under_an_open_source_is_corruption(make
     assert "keyed.emb" in out, out
 
 
-def test_key_lookup_on_a_server_whose_table_was_truncated_is_data_loss(make_table_bin, server,
-                                                                      tmp_path):
-    path = write_table(make_table_bin, server.store / "keyed.emb", KEYED_ROWS, DIM, keys=True,
+def test_key_lookup_on_a_server_whose_table_was_truncated_is_data_loss(embstore_bin,
+                                                                      make_table_bin, tmp_path):
+    store = tmp_path / "store"
+    store.mkdir()
+    path = write_table(make_table_bin, store / "keyed.emb", KEYED_ROWS, DIM, keys=True,
                        block_rows=4096)
-    wait_for_table(server.unix, "keyed")
-    out = _lookup_after_truncation(path, server.unix, tmp_path)
-    # DATA_LOSS from the server, which the client raises as CorruptionError naming the table.
-    assert out.startswith("CorruptionError"), out
-    assert "keyed" in out, out
-    assert server.proc.poll() is None, "the server died:\n" + server.log()
-    # The server is not left spinning: it answers, and stops on SIGTERM within its grace.
-    assert embstore.Source.resolve(server.unix).list_tables() is not None
-    server.proc.terminate()
-    server.proc.wait(timeout=20)
+    # The server maps the table at start and never rescans during the test: a rescan after the
+    # truncation would drop the table (NotFound, also right), and which came first would race.
+    server = ServerProcess(embstore_bin, store, tmp_path, poll_interval_ms=3_600_000)
+    try:
+        wait_for_table(server.unix, "keyed")
+        out = _lookup_after_truncation(path, server.unix, tmp_path)
+        # DATA_LOSS from the server, which the client raises as CorruptionError naming the
+        # table.
+        assert out.startswith("CorruptionError"), out
+        assert "keyed" in out, out
+        assert server.proc.poll() is None, "the server died:\n" + server.log()
+        # The server is not left spinning: it answers, and stops on SIGTERM within its grace.
+        assert embstore.Source.resolve(server.unix).list_tables() is not None
+        server.proc.terminate()
+        server.proc.wait(timeout=20)
+    finally:
+        server.stop()
