@@ -2,6 +2,7 @@
 
 #include <sstream>
 
+#include "command.h"
 #include "embstore/common/read_file.h"
 
 namespace embstore::cli {
@@ -27,7 +28,7 @@ void AddConnectFlags(CLI::App* sub, ClientFlags* f) {
                   "(default) or round_robin")
       ->check(CLI::IsMember({"pick_first", "round_robin"}));
   sub->add_option("--rpc-timeout", f->rpc_timeout_s, "Seconds for each short request (default 30)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveNumber);
 }
 
 Result<client::ConnectOptions> ToConnectOptions(const ClientFlags& f) {

@@ -26,7 +26,7 @@ RunFn RegisterHealth(CLI::App& app) {
   sub->add_option("--wait", args->wait_s,
                   "Keep asking for up to this many seconds until the server is SERVING "
                   "(default: ask once)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   sub->add_flag("--quiet,-q", args->quiet, "Print nothing; the exit code is the answer");
   sub->footer(
       "Exit codes: 0 SERVING; 1 NOT_SERVING, unknown, or the server cannot be reached; "

@@ -101,7 +101,7 @@ RunFn RegisterInspect(CLI::App& app) {
   sub->add_option("--table", args->table, "Table name, for a LOCATION that holds several tables");
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_option("--keys", args->keys, "How many keys to show (default 5)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   AddConnectFlags(sub, &args->client);
   return [args]() { return Inspect(*args); };
 }

@@ -230,7 +230,7 @@ RunFn RegisterPull(CLI::App& app) {
   sub->add_option("--streams", args->streams, "Parallel streams (default: one per core, at most 4)")
       ->check(CLI::Range(1, 64));
   sub->add_option("--timeout", args->timeout_s, "Give up after this many seconds (default never)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(kNonNegativeNumber);
   sub->add_flag("--force", args->force, "Replace OUT if it exists (atomically, on success)");
   sub->add_flag("--no-local", args->no_local,
                 "Always stream, even when the server's file is readable on this host");

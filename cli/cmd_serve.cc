@@ -73,10 +73,10 @@ void AddSettingFlag(CLI::App* sub, const server::ConfigOption& o, ServeFlags* f)
           if constexpr (std::is_same_v<T, std::vector<std::string>>) {
             if (o.token_file) opt->expected(1);
           }
-          if (o.check == Check::kPositive) opt->check(CLI::PositiveNumber);
+          if (o.check == Check::kPositive) opt->check(kPositiveNumber);
           if (o.check == Check::kExistingFile) opt->check(CLI::ExistingFile);
           if constexpr (std::is_arithmetic_v<Value> && !std::is_same_v<Value, bool>) {
-            if (o.check != Check::kPositive) opt->check(CLI::NonNegativeNumber);
+            if (o.check != Check::kPositive) opt->check(kNonNegativeNumber);
           }
         }
       },
@@ -223,7 +223,7 @@ RunFn RegisterServe(CLI::App& app) {
       sub->add_option("--store-poll-s", f->store_poll_s,
                       "With --store s3://...: seconds between listings of the bucket for new, "
                       "replaced and removed tables (default 60)")
-          ->check(CLI::PositiveNumber);
+          ->check(kPositiveNumber);
     }
     if (o.key == "listen") {
       sub->get_option("--listen")->type_name("ADDR");

@@ -117,7 +117,7 @@ RunFn RegisterVerify(CLI::App& app) {
       ->required();
   sub->add_option("--table", args->table, "Table name, for a LOCATION that holds several tables");
   sub->add_option("--max-report", args->max_report, "Bad blocks to list at most (default 20)")
-      ->check(CLI::PositiveNumber);
+      ->check(kPositiveNumber);
   AddConnectFlags(sub, &args->client);
   return [args]() { return Verify(*args); };
 }

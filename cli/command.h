@@ -39,6 +39,11 @@ int ReportError(const std::string& command, const Status& st);
 // True when stderr is a terminal (progress bars are drawn only then).
 bool StderrIsTty();
 
+// Checks of numeric flags whose messages say what was wanted ("must be a positive number, not
+// 0"), where CLI11's own print the range of a double.
+extern const CLI::Validator kPositiveNumber;
+extern const CLI::Validator kNonNegativeNumber;
+
 RunFn RegisterInspect(CLI::App& app);
 RunFn RegisterVerify(CLI::App& app);
 RunFn RegisterExport(CLI::App& app);

@@ -50,6 +50,25 @@ int ReportError(const std::string& command, const Status& st) {
 
 bool StderrIsTty() { return ::isatty(STDERR_FILENO) == 1; }
 
+namespace {
+
+CLI::Validator NumberAtLeast(double least, bool strictly, const char* what) {
+  return CLI::Validator(
+      [least, strictly, what](std::string& in) -> std::string {
+        double v = 0;
+        if (!CLI::detail::lexical_cast(in, v) || !(strictly ? v > least : v >= least)) {
+          return std::string("must be ") + what + ", not " + in;
+        }
+        return std::string();
+      },
+      strictly ? "POSITIVE" : "NONNEGATIVE");
+}
+
+}  // namespace
+
+const CLI::Validator kPositiveNumber = NumberAtLeast(0, true, "a positive number");
+const CLI::Validator kNonNegativeNumber = NumberAtLeast(0, false, "zero or more");
+
 }  // namespace embstore::cli
 
 int main(int argc, char** argv) {

@@ -103,6 +103,15 @@ def test_pull_errors_are_clear_and_leave_nothing(embstore_bin, tables, tmp_path)
     assert half.returncode == 2 and "(--tls-cert and --tls-key)" in half.stderr, half.stderr
     with pytest.raises(embstore.errors.InvalidArgumentError, match=r"\(tls_cert= and tls_key=\)"):
         embstore.load(tables.unix, "items", tls_cert=str(dest))
+    # Numeric flags out of range say what they wanted.
+    zero = run([embstore_bin, "pull", "--from", tables.unix, "--table", "items", "--out",
+                tmp_path / "z.npy", "--rpc-timeout", "0"])
+    assert zero.returncode == 2 and "--rpc-timeout: must be a positive number, not 0" in \
+        zero.stderr, zero.stderr
+    serve = run([embstore_bin, "serve", "--store", tmp_path, "--listen", "127.0.0.1:0",
+                 "--max-streams", "0"])
+    assert serve.returncode == 2 and "--max-streams: must be a positive number, not 0" in \
+        serve.stderr, serve.stderr
     out = run([embstore_bin, "pull", "--from", tables.unix, "--table", "items", "--out", dest,
                "--force"])
     assert out.returncode == 0, out.stderr
