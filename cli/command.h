@@ -27,8 +27,8 @@ using RunFn = std::function<int()>;
 // Adds a subcommand to `app` and returns the function that runs it.
 using RegisterFn = RunFn (*)(CLI::App& app);
 
-// A library's message in the CLI's terms: library errors name options by their API names in
-// backquotes (`overwrite`, `on_overflow`, `tls.cert_file`); each becomes the flag that sets it
+// A library's message in the CLI's terms (embstore/common/option_names.h): the options it names
+// in backquotes (`overwrite`, `on_overflow`, `tls.cert_file`) become the flags that set them
 // (--force, --on-overflow, --tls-cert). Other backquoted text stays as it is.
 std::string InFlagTerms(std::string_view message);
 

@@ -1,9 +1,7 @@
 // The `embstore` command line: one binary, one subcommand per job.
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
-#include <iterator>
 #include <exception>
 #include <string>
 #include <string_view>
@@ -12,35 +10,21 @@
 
 #include "command.h"
 #include "embstore/common/atomic_file.h"
+#include "embstore/common/option_names.h"
 #include "embstore/store/format.h"
 
 namespace embstore::cli {
 
 std::string InFlagTerms(std::string_view message) {
   // Each library option a message can name, and the flag that sets it.
-  static constexpr std::pair<std::string_view, std::string_view> kFlags[] = {
+  static constexpr OptionName kFlags[] = {
       {"overwrite", "--force"},         {"on_overflow", "--on-overflow"},
       {"on_duplicate_key", "--on-duplicate-key"}, {"delimiter", "--delimiter"},
       {"comments", "--comments"},       {"metadata", "--meta"},
       {"format", "--format"},           {"tls.cert_file", "--tls-cert"},
       {"tls.key_file", "--tls-key"},    {"listen", "--listen"},
   };
-  std::string out;
-  std::size_t at = 0;
-  for (;;) {
-    const std::size_t open = message.find('`', at);
-    const std::size_t close =
-        open == std::string_view::npos ? open : message.find('`', open + 1);
-    if (close == std::string_view::npos) break;
-    const std::string_view name = message.substr(open + 1, close - open - 1);
-    out.append(message.substr(at, open - at));
-    const auto* flag = std::find_if(std::begin(kFlags), std::end(kFlags),
-                                    [&](const auto& f) { return f.first == name; });
-    out.append(flag != std::end(kFlags) ? flag->second : message.substr(open, close + 1 - open));
-    at = close + 1;
-  }
-  out.append(message.substr(at));
-  return out;
+  return InFrontEndTerms(message, kFlags);
 }
 
 int ReportError(const std::string& command, const Status& st) {

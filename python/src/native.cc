@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "embstore/client/open_source.h"
+#include "embstore/common/option_names.h"
 #include "embstore/client/row_source.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/format.h"
@@ -42,15 +43,10 @@ namespace {
 
 // A library message in Python's terms: the C++ option names it quotes in backquotes become the
 // keyword arguments that set them (`tls.cert_file` is tls_cert=).
-std::string InKeywordTerms(std::string message) {
-  static constexpr std::pair<std::string_view, std::string_view> kKeywords[] = {
-      {"`tls.cert_file`", "tls_cert="}, {"`tls.key_file`", "tls_key="}};
-  for (const auto& [option, keyword] : kKeywords) {
-    for (std::size_t at; (at = message.find(option)) != std::string::npos;) {
-      message.replace(at, option.size(), keyword);
-    }
-  }
-  return message;
+std::string InKeywordTerms(std::string_view message) {
+  static constexpr OptionName kKeywords[] = {{"tls.cert_file", "tls_cert="},
+                                             {"tls.key_file", "tls_key="}};
+  return InFrontEndTerms(message, kKeywords);
 }
 
 // Raises the embstore.errors class for `st` (NotFound, Corruption, ...).
