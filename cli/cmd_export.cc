@@ -58,27 +58,19 @@ Status WriteMatrix(client::RowSource& src, const ExportArgs& a, std::uint64_t be
 Status WriteKeys(client::RowSource& src, const ExportArgs& a, std::uint64_t begin,
                  std::uint64_t end) {
   EMBSTORE_ASSIGN_OR_RETURN(auto out, AtomicFile::Create(a.keys_out, a.force));
-  // Keys in slices of 64k rows (checked against their checksums by the source).
-  constexpr std::uint64_t kSlice = 65536;
   std::string buf;
-  for (std::uint64_t r = begin; r < end; r += kSlice) {
-    EMBSTORE_ASSIGN_OR_RETURN(auto keys, src.Keys(r, std::min(end, r + kSlice)));
-    for (std::size_t i = 0; i < keys.size(); ++i) {
-      const std::string& k = keys[i];
-      if (k.find('\n') != std::string::npos || k.find('\r') != std::string::npos) {
-        return Status::InvalidArgument("'" + a.location + "': key of row " +
-                                       std::to_string(r + i) +
-                                       " contains a line break and cannot be written one per "
-                                       "line");
-      }
-      buf.append(k);
-      buf += '\n';
+  EMBSTORE_RETURN_NOT_OK(ForEachKey(src, begin, end, [&](std::uint64_t row, const std::string& k) {
+    if (k.find('\n') != std::string::npos || k.find('\r') != std::string::npos) {
+      return Status::InvalidArgument("'" + a.location + "': key of row " + std::to_string(row) +
+                                     " contains a line break and cannot be written one per line");
     }
-    if (buf.size() >= (4u << 20)) {
-      EMBSTORE_RETURN_NOT_OK(out->Append(buf));
-      buf.clear();
-    }
-  }
+    buf.append(k);
+    buf += '\n';
+    if (buf.size() < (4u << 20)) return Status::OK();
+    Status st = out->Append(buf);
+    buf.clear();
+    return st;
+  }));
   EMBSTORE_RETURN_NOT_OK(out->Append(buf));
   return out->Commit();
 }

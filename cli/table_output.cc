@@ -47,11 +47,10 @@ class TableFileOutput final : public TableOutput {
     return Status::OK();
   }
   Status Finish(client::RowSource& src, std::uint64_t begin, std::uint64_t end) override {
-    // Keys in slices, so a table of millions of keys never holds them all twice.
-    constexpr std::uint64_t kSlice = 1 << 16;
-    for (std::uint64_t r = begin; keys_ && r < end; r += kSlice) {
-      EMBSTORE_ASSIGN_OR_RETURN(auto keys, src.Keys(r, std::min(end, r + kSlice)));
-      for (const auto& k : keys) EMBSTORE_RETURN_NOT_OK(writer_->AppendKey(k));
+    if (keys_) {
+      EMBSTORE_RETURN_NOT_OK(ForEachKey(src, begin, end, [&](std::uint64_t, const std::string& k) {
+        return writer_->AppendKey(k);
+      }));
     }
     return writer_->Finish();
   }
@@ -63,6 +62,16 @@ class TableFileOutput final : public TableOutput {
 };
 
 }  // namespace
+
+Status ForEachKey(client::RowSource& src, std::uint64_t begin, std::uint64_t end,
+                  const std::function<Status(std::uint64_t row, const std::string& key)>& fn) {
+  constexpr std::uint64_t kSlice = 1 << 16;
+  for (std::uint64_t r = begin; r < end; r += kSlice) {
+    EMBSTORE_ASSIGN_OR_RETURN(auto keys, src.Keys(r, std::min(end, r + kSlice)));
+    for (std::size_t i = 0; i < keys.size(); ++i) EMBSTORE_RETURN_NOT_OK(fn(r + i, keys[i]));
+  }
+  return Status::OK();
+}
 
 Status ParseRows(const std::string& spec, std::uint64_t rows, std::uint64_t* begin,
                  std::uint64_t* end) {

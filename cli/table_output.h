@@ -4,6 +4,7 @@
 #define EMBSTORE_CLI_TABLE_OUTPUT_H_
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -15,6 +16,12 @@ namespace embstore::cli {
 // --rows "A:B", "A:" or ":B" -> [A, B) of a table of `rows` rows; empty: every row.
 Status ParseRows(const std::string& spec, std::uint64_t rows, std::uint64_t* begin,
                  std::uint64_t* end);
+
+// Calls `fn(row, key)` for the keys of rows [begin, end) of `src`, in row order, read in slices
+// of 64k rows (each checked against its checksum by the source), so the keys of a table of
+// millions of rows are never all held at once. Stops at the first error, `fn`'s included.
+Status ForEachKey(client::RowSource& src, std::uint64_t begin, std::uint64_t end,
+                  const std::function<Status(std::uint64_t row, const std::string& key)>& fn);
 
 // A RowSink that is finished once every row has been written.
 class TableOutput : public client::RowSink {

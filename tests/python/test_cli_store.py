@@ -130,6 +130,20 @@ def test_export_keys_of_a_keyless_table_fails_cleanly(embstore_bin, make_table, 
     assert list(tmp_path.glob("*.npy")) == [] and list(tmp_path.glob(".*")) == []
 
 
+def test_export_refuses_keys_that_cannot_be_one_per_line(embstore_bin, tmp_path):
+    # word2vec-binary keys end at a space, so a carriage return can be part of one.
+    import struct
+    src = tmp_path / "cr.bin"
+    src.write_bytes(b"2 2\n" + b"a\rb " + struct.pack("<2f", 1, 2) + b"c " +
+                    struct.pack("<2f", 3, 4))
+    table = tmp_path / "cr.emb"
+    assert run([embstore_bin, "convert", src, table, "--format", "word2vec-binary"]).returncode == 0
+    out = run([embstore_bin, "export", table, tmp_path / "m.npy", "--keys", tmp_path / "k.txt"])
+    assert out.returncode == 2, out.stderr
+    assert "key of row 0 contains a line break" in out.stderr and "cr.emb" in out.stderr
+    assert not (tmp_path / "k.txt").exists() and list(tmp_path.glob(".*")) == []
+
+
 def test_read_commands_take_any_location(embstore_bin, make_table_bin, server, tmp_path):
     # A store directory and a server hold several tables: --table picks one, the same way for
     # inspect, verify, export and pull (client::OpenSource).
