@@ -219,17 +219,10 @@ Status LoadConfigFile(const std::string& path, ServerConfig* c) {
     if (j.contains(group)) EMBSTORE_RETURN_NOT_OK(r.Keys(j[group], group, members));
   }
   for (const ConfigOption& o : kOptions) {
-    const std::size_t dot = o.key.find('.');
-    const json* v = &j;
-    for (std::string_view part : {o.key.substr(0, dot), dot == std::string_view::npos
-                                                            ? std::string_view()
-                                                            : o.key.substr(dot + 1)}) {
-      if (part.empty()) break;
-      auto it = v->find(std::string(part));
-      v = it == v->end() ? nullptr : &*it;
-      if (v == nullptr) break;
-    }
-    if (v != nullptr) EMBSTORE_RETURN_NOT_OK(r.Read(*v, o, c));
+    std::string pointer = "/" + std::string(o.key);  // "limits.x" is at /limits/x
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    const json::json_pointer at(pointer);
+    if (j.contains(at)) EMBSTORE_RETURN_NOT_OK(r.Read(j.at(at), o, c));
   }
   return Status::OK();
 }
