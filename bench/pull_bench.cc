@@ -1,6 +1,6 @@
 // Client load throughput, measured side by side with its ceilings in one run:
 //   1. iperf3's single-stream loopback throughput;
-//   2. embstore::client::Client::Load over loopback TCP from `embstore serve`, with 1..N parallel
+//   2. embstore::client::OpenServerSource + CopyRows over loopback TCP from `embstore serve`, with 1..N parallel
 //      verified streams, into a buffer already in memory;
 //   3. the local fast path (the server's file mapped by the client) against a plain memcpy of the
 //      same bytes from the page cache.
@@ -30,7 +30,7 @@
 #include <sstream>
 
 #include "bench_util.h"
-#include "embstore/client/client.h"
+#include "embstore/client/row_source.h"
 #include "embstore/store/table.h"
 #include "embstore/store/writer.h"
 
@@ -81,26 +81,25 @@ int RemoteLoads(const std::string& target, const std::string& table,
                 const std::vector<int>& streams, int repeats, const std::string& json_out) {
   embstore::client::ConnectOptions co;
   co.target = target;
-  auto client = embstore::client::Client::Connect(co);
-  if (!client.ok()) Fail(client.status());
-  auto desc = (*client)->Describe(table);  // connects; not timed
-  if (!desc.ok()) Fail(desc.status());
-  const std::uint64_t bytes = desc->rows * desc->row_bytes;
+  // Opened once (connects and describes; not timed), streamed: never the server's file.
+  auto source = embstore::client::OpenServerSource(co, table, /*allow_local=*/false);
+  if (!source.ok()) Fail(source.status());
+  const embstore::client::TableDesc& desc = (*source)->desc();
+  const std::uint64_t bytes = desc.rows * desc.row_bytes;
   nlohmann::ordered_json streamed = nlohmann::ordered_json::array();
   for (int n : streams) {
-    embstore::client::LoadOptions o;
-    o.allow_local = false;
+    embstore::client::ReadOptions o;
     o.streams = n;
     double in_memory = 0, fresh = 0;
     std::span<std::byte> kept = MapBuffer(bytes, /*prefault=*/true);
     for (int i = 0; i < repeats; ++i) {
       auto start = Clock::now();
-      auto st = (*client)->Load(table, kept, o);
+      auto st = (*source)->CopyRows(0, desc.rows, kept, o);
       if (!st.ok()) Fail(st.status());
       in_memory = std::max(in_memory, bytes / Seconds(start));
       start = Clock::now();
       std::span<std::byte> now = MapBuffer(bytes, /*prefault=*/false);
-      st = (*client)->Load(table, now, o);
+      st = (*source)->CopyRows(0, desc.rows, now, o);
       if (!st.ok()) Fail(st.status());
       fresh = std::max(fresh, bytes / Seconds(start));
       ::munmap(now.data(), now.size());
@@ -170,17 +169,24 @@ int main(int argc, char** argv) {
       embstore::bench::AwaitLogOrExit(*server, "listening")["addresses"][0];
   embstore::client::ConnectOptions co;
   co.target = target;
-  auto client = embstore::client::Client::Connect(co);
-  if (!client.ok()) return 1;
+  // Two sources of the one table, opened (connected and described) before anything is timed:
+  // one always streams, the other reads the server's file, which is this host's.
+  auto streamed_source = embstore::client::OpenServerSource(co, "seed", /*allow_local=*/false);
+  if (!streamed_source.ok()) Fail(streamed_source.status());
+  auto local_source = embstore::client::OpenServerSource(co, "seed", /*allow_local=*/true);
+  if (!local_source.ok()) Fail(local_source.status());
+  if ((*local_source)->local_table() == nullptr) {
+    Fail(embstore::Status::FailedPrecondition("the server's file is not readable here"));
+  }
 
   // The destination is touched once beforehand, so page faults on first write are not timed.
   std::span<std::byte> out = MapBuffer(bytes, /*prefault=*/true);
 
-  auto best_load = [&](embstore::client::LoadOptions o) {
+  auto best_load = [&](embstore::client::RowSource& source, embstore::client::ReadOptions o) {
     double best = 0;
     for (int i = 0; i < repeats; ++i) {
       auto start = Clock::now();
-      auto st = (*client)->Load("seed", out, o);
+      auto st = source.CopyRows(0, rows, out, o);
       double s = Seconds(start);
       if (!st.ok()) Fail(st.status());
       best = std::max(best, bytes / s);
@@ -190,10 +196,9 @@ int main(int argc, char** argv) {
 
   nlohmann::ordered_json streamed = nlohmann::ordered_json::array();
   for (int n : streams) {
-    embstore::client::LoadOptions o;
-    o.allow_local = false;
+    embstore::client::ReadOptions o;
     o.streams = n;
-    double bps = best_load(o);
+    double bps = best_load(**streamed_source, o);
     streamed.push_back(
         {{"streams", n}, {"bytes_per_s", bps}, {"ratio_to_iperf3", iperf > 0 ? bps / iperf : 0}});
     std::printf("client, %2d stream%s over TCP: %6.2f GB/s  (%.0f%% of iperf3)\n", n,
@@ -201,12 +206,11 @@ int main(int argc, char** argv) {
   }
   results["streamed"] = streamed;
 
-  embstore::client::LoadOptions local;
-  local.allow_local = true;
+  embstore::client::ReadOptions local;
   local.verify = true;
-  const double local_verified = best_load(local);
+  const double local_verified = best_load(**local_source, local);
   local.verify = false;
-  const double local_raw = best_load(local);
+  const double local_raw = best_load(**local_source, local);
 
   auto table = embstore::store::Table::Open(table_path);
   auto src = *(*table)->RowBytes(0, rows);

@@ -208,7 +208,7 @@ RunFn RegisterPull(CLI::App& app) {
   auto args = std::make_shared<PullArgs>();
   CLI::App* sub = app.add_subcommand(
       "pull",
-      "Download a table (or rows of it) from a server, or from the servers of a sharded "
+      "Download a table (or rows of it) from a server, or from the shards of a sharded "
       "table's manifest, into .npy or .emb");
   AddClientFlags(sub, &args->client);
   CLI::Option* from = sub->get_option("--from");
@@ -220,7 +220,7 @@ RunFn RegisterPull(CLI::App& app) {
   CLI::Option* table = sub->add_option(
       "--table", args->table, "Table name, for a --from that holds several tables");
   sub->add_option("--manifest", args->manifest,
-                  "Sharded table: JSON manifest of row ranges and their servers "
+                  "Sharded table: JSON manifest of row ranges and where each is "
                   "(docs/DEPLOY.md); replaces --from and --table")
       ->check(CLI::ExistingFile)
       ->excludes(from)

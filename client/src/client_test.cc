@@ -1,7 +1,9 @@
-// Client against the real server, in-process, on ephemeral loopback ports, with fault injection:
-// a server killed and restarted mid-load, a chunk corrupted at the source, a server that never
-// comes back, bad targets, unknown tables, wrong tokens, and cancellation.
+// Client and the streamed reads of a server's rows (internal::StreamRows, what the server source
+// reads through) against the real server, in-process, on ephemeral loopback ports, with fault
+// injection: a server killed and restarted mid-load, a chunk corrupted at the source, a server
+// that never comes back, bad targets, unknown tables, wrong tokens, and cancellation.
 #include "embstore/client/client.h"
+#include "embstore/client/row_source.h"
 #include "embstore/testkit/temp_dir.h"
 
 #include <absl/base/internal/cycleclock.h>
@@ -18,6 +20,7 @@
 #include <thread>
 
 #include "embstore/server/server.h"
+#include "sources.h"
 #include "test_tables.h"
 #include "embstore/store/writer.h"
 
@@ -27,6 +30,20 @@ namespace {
 using store::DType;
 
 using testkit::TempDir;
+
+// A streamed read of rows [begin_row, end_row) of a table named per call.
+struct LoadOptions : ReadOptions {
+  std::uint64_t begin_row = 0;
+  std::optional<std::uint64_t> end_row;  // default: the table's last row
+};
+
+// Describes `table`, then streams the range of that version: what a server source's CopyRows
+// does when the server's file is not this host's.
+Result<LoadStats> Load(Client& c, const std::string& table, std::span<std::byte> out,
+                       const LoadOptions& o = {}) {
+  EMBSTORE_ASSIGN_OR_RETURN(TableDesc desc, c.Describe(table));
+  return internal::StreamRows(c, desc, o.begin_row, o.end_row.value_or(desc.rows), out, o);
+}
 
 // Random f32 values rounded to `dtype`, returned as the encoded bytes the table holds.
 std::vector<std::byte> WriteTable(const std::string& path, std::uint64_t rows, std::uint64_t dim,
@@ -76,7 +93,6 @@ class ClientTest : public ::testing::Test {
 
   static LoadOptions Streamed(int streams = 2) {
     LoadOptions o;
-    o.allow_local = false;
     o.streams = streams;
     o.initial_backoff = std::chrono::milliseconds(20);
     o.max_backoff = std::chrono::milliseconds(200);
@@ -113,7 +129,7 @@ TEST_F(ClientTest, StreamsWholeTablesBitIdenticalWithAnyStreamCount) {
     auto c = Connect();
     for (int streams : {1, 3, 8}) {
       std::vector<std::byte> got(want.size());
-      auto stats = c->Load(name, got, Streamed(streams));
+      auto stats = Load(*c, name, got, Streamed(streams));
       ASSERT_TRUE(stats.ok()) << stats.status().ToString();
       EXPECT_FALSE(stats->local);
       EXPECT_EQ(stats->streams, streams);
@@ -131,7 +147,7 @@ TEST_F(ClientTest, LoadsUnalignedRowRangesWithSmallChunks) {
   o.end_row = 901;
   o.chunk_bytes = 7 * 20;  // 7 rows: chunks are pieces of blocks, checked by payload checksums
   std::vector<std::byte> got((901 - 37) * 20);
-  auto stats = c->Load("t", got, o);
+  auto stats = Load(*c, "t", got, o);
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_EQ(std::memcmp(got.data(), want.data() + 37 * 20, got.size()), 0);
 }
@@ -142,7 +158,7 @@ TEST_F(ClientTest, ConvertsHalfTypesToF32OnTheFly) {
   LoadOptions o = Streamed(2);
   o.to_f32 = true;
   std::vector<float> got(300 * 16);
-  auto stats = c->Load("h", std::as_writable_bytes(std::span<float>(got)), o);
+  auto stats = Load(*c, "h", std::as_writable_bytes(std::span<float>(got)), o);
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   for (std::size_t i = 0; i < got.size(); ++i) {
     std::uint16_t b;
@@ -155,10 +171,10 @@ TEST_F(ClientTest, RejectsWrongBufferSizeAndBadRanges) {
   AddTable("t", 10, 4);
   auto c = Connect();
   std::vector<std::byte> small(10);
-  EXPECT_EQ(c->Load("t", small).status().code(), StatusCode::kInvalidArgument);
+  EXPECT_EQ(Load(*c, "t", small).status().code(), StatusCode::kInvalidArgument);
   LoadOptions o;
   o.end_row = 11;
-  EXPECT_EQ(c->Load("t", small, o).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(Load(*c, "t", small, o).status().code(), StatusCode::kOutOfRange);
 }
 
 TEST_F(ClientTest, UsesTheLocalFileWhenItIsTheServersFile) {
@@ -166,11 +182,17 @@ TEST_F(ClientTest, UsesTheLocalFileWhenItIsTheServersFile) {
   auto c = Connect();
   std::vector<std::byte> got(want.size());
   std::vector<LoadEvent> events;
-  LoadOptions o;
+  ReadOptions o;
   o.on_event = [&](const LoadEvent& e) { events.push_back(e); };
-  auto stats = c->Load("t", got, o);
+  ConnectOptions co;
+  co.target = target_;
+  auto src = OpenServerSource(co, "t");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  ASSERT_NE((*src)->local_table(), nullptr);
+  auto stats = (*src)->CopyRows(0, 400, got, o);
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_TRUE(stats->local);
+  EXPECT_EQ(stats->wire_bytes, 0u);
   EXPECT_EQ(got, want);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events[0].kind, LoadEvent::Kind::kLocal);
@@ -210,7 +232,7 @@ void ClientTest::LoadThroughARestart(std::uint64_t chunk_bytes, bool to_f32) {
       });
     }
   };
-  auto stats = c->Load(name, got, o);
+  auto stats = Load(*c, name, got, o);
   if (restarter.joinable()) restarter.join();
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_GE(stats->resumes, 1);
@@ -266,7 +288,7 @@ TEST_F(ClientTest, DetectsACorruptChunkAndFetchesItAgain) {
   };
   // The retry has to wait for the calling thread to deliver the event; give it time.
   o.initial_backoff = std::chrono::milliseconds(400);
-  auto stats = c->Load("t", got, o);
+  auto stats = Load(*c, "t", got, o);
   ::close(fd);
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_GE(stats->bad_chunks, 1);
@@ -286,7 +308,7 @@ TEST_F(ClientTest, PersistentCorruptionFailsNamingTheBlock) {
   LoadOptions o = Streamed(1);
   o.max_attempts = 3;
   o.initial_backoff = std::chrono::milliseconds(1);
-  auto stats = c->Load("t", got, o);
+  auto stats = Load(*c, "t", got, o);
   ASSERT_FALSE(stats.ok());
   EXPECT_EQ(stats.status().code(), StatusCode::kCorruption);
   EXPECT_NE(stats.status().message().find("block 0 (rows [0, 50))"), std::string::npos)
@@ -301,7 +323,7 @@ Result<LoadStats> ClientTest::LoadWhileTheServerDies(LoadOptions o) {
   o.after_chunk = [&](int, std::uint64_t row) {
     if (row == 0) StopServer();
   };
-  return c->Load("t", got, o);
+  return Load(*c, "t", got, o);
 }
 
 TEST_F(ClientTest, GivesUpClearlyWhenTheServerNeverComesBack) {
@@ -333,7 +355,7 @@ TEST_F(ClientTest, CancelsMidLoad) {
   LoadOptions o = Streamed(2);
   o.cancel = &cancel;
   o.after_chunk = [&](int, std::uint64_t) { cancel.Cancel(); };
-  auto stats = c->Load("t", got, o);
+  auto stats = Load(*c, "t", got, o);
   EXPECT_EQ(stats.status().code(), StatusCode::kCancelled) << stats.status().ToString();
   // A progress callback returning false cancels too.
   LoadOptions p = Streamed(2);
@@ -341,7 +363,7 @@ TEST_F(ClientTest, CancelsMidLoad) {
   p.after_chunk = [](int, std::uint64_t) {
     std::this_thread::sleep_for(std::chrono::milliseconds(20));
   };
-  EXPECT_EQ(c->Load("t", got, p).status().code(), StatusCode::kCancelled);
+  EXPECT_EQ(Load(*c, "t", got, p).status().code(), StatusCode::kCancelled);
 }
 
 // gRPC 1.51 reads errno after other work following connect(); absl's first cycle-clock reading in
@@ -390,7 +412,7 @@ TEST_F(ClientTest, LoadBalancingPolicyIsValidatedAndUsable) {
   auto c = Client::Connect(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   std::vector<std::byte> got(want.size());
-  ASSERT_TRUE((*c)->Load("t", got, Streamed(2)).ok());
+  ASSERT_TRUE(Load(**c, "t", got, Streamed(2)).ok());
   EXPECT_EQ(got, want);
   o.load_balancing = "least_loaded";
   auto bad = Client::Connect(o);

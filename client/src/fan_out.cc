@@ -73,7 +73,7 @@ Status FanOut::Run(int n, const std::function<Status(int)>& work,
   return first_error_;
 }
 
-std::chrono::milliseconds BackoffDelay(const LoadOptions& o, int attempt) {
+std::chrono::milliseconds BackoffDelay(const ReadOptions& o, int attempt) {
   const auto delay = o.initial_backoff * (1LL << std::clamp(attempt - 1, 0, 16));
   return std::min<std::chrono::milliseconds>(delay, o.max_backoff);
 }

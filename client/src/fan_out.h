@@ -1,6 +1,6 @@
-// Private: parallel workers for one load, with the first error winning. Client::Load runs one
-// worker per stream, ShardedTable::Load one per shard; both need the same machinery, kept here
-// once:
+// Private: parallel workers for one read, with the first error winning. A streamed read from a
+// server (load.cc) runs one worker per stream, the sharded source one per shard; both need the
+// same machinery, kept here once:
 //   - each worker runs on its own thread and returns a Status;
 //   - the first failure is kept and cancels every other worker (through cancel(), which the
 //     workers pass on to their gRPC calls); a worker's Cancelled caused by that cancellation does
@@ -54,7 +54,7 @@ class FanOut {
 
 // The wait before retry `attempt` (1-based): initial_backoff doubled per attempt, at most
 // max_backoff.
-std::chrono::milliseconds BackoffDelay(const LoadOptions& o, int attempt);
+std::chrono::milliseconds BackoffDelay(const ReadOptions& o, int attempt);
 
 }  // namespace embstore::client::internal
 

@@ -117,19 +117,28 @@ Result<std::vector<std::string>> KeysFromTable(const store::Table& t, const std:
 
 }  // namespace internal
 
-Result<std::uint64_t> RowSource::OutputBytes(std::uint64_t begin, std::uint64_t end,
-                                             bool to_f32) const {
+namespace internal {
+
+Result<std::uint64_t> RowRangeBytes(const TableDesc& desc, std::uint64_t begin, std::uint64_t end,
+                                    bool to_f32) {
   if (begin > end) {
     return Status::InvalidArgument("row range [" + std::to_string(begin) + ", " +
-                                   std::to_string(end) + ") of table '" + desc_.name +
+                                   std::to_string(end) + ") of table '" + desc.name +
                                    "' begins after it ends");
   }
-  if (end > desc_.rows) {
+  if (end > desc.rows) {
     return Status::OutOfRange("row range [" + std::to_string(begin) + ", " + std::to_string(end) +
-                              ") is outside table '" + desc_.name + "' of " +
-                              std::to_string(desc_.rows) + " rows");
+                              ") is outside table '" + desc.name + "' of " +
+                              std::to_string(desc.rows) + " rows");
   }
-  return (end - begin) * (to_f32 ? desc_.dim * 4 : desc_.row_bytes);
+  return (end - begin) * (to_f32 ? desc.dim * 4 : desc.row_bytes);
+}
+
+}  // namespace internal
+
+Result<std::uint64_t> RowSource::OutputBytes(std::uint64_t begin, std::uint64_t end,
+                                             bool to_f32) const {
+  return internal::RowRangeBytes(desc_, begin, end, to_f32);
 }
 
 Result<std::unique_ptr<RowSource>> OpenFileSource(const std::string& path) {

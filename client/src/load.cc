@@ -1,5 +1,6 @@
-// Client::Load: parallel, verified, resumable streaming of a row range into the caller's buffer,
-// or a copy from the local mapping when the server's file is on this host.
+// Streaming a row range of a server's table (sources.h, internal::StreamRows and StreamRowsInto):
+// parallel, verified and resumable, into the caller's buffer or a RowSink. The server source
+// (server_source.cc) and, through it, the sharded source read servers' rows only through here.
 #include <algorithm>
 #include <condition_variable>
 #include <cstring>
@@ -82,16 +83,19 @@ class StreamVerifier {
   XXH3_state_t* scratch_;  // a payload checksum over pieces
 };
 
-// One Load() call. Workers each own a contiguous, block-aligned part of the range and write only
+// One streamed read. Workers each own a contiguous, block-aligned part of the range and write only
 // their part of the buffer, so they share nothing but counters and the first error.
 class Loader {
  public:
-  Loader(Client& client, const TableDesc& desc, std::span<std::byte> out, const LoadOptions& o)
-      : client_(client), desc_(desc), out_(out), total_(out.size()), o_(o) {}
-  // Raw rows into `sink` instead of a buffer; always streamed.
-  Loader(Client& client, const TableDesc& desc, RowSink& sink, std::uint64_t total,
-         const LoadOptions& o)
-      : client_(client), desc_(desc), sink_(&sink), total_(total), o_(o) {}
+  Loader(Client& client, const TableDesc& desc, std::uint64_t begin, std::uint64_t end,
+         std::span<std::byte> out, const ReadOptions& o)
+      : client_(client), desc_(desc), out_(out), total_(out.size()), o_(o), begin_(begin),
+        end_(end) {}
+  // Raw rows into `sink` instead of a buffer.
+  Loader(Client& client, const TableDesc& desc, std::uint64_t begin, std::uint64_t end,
+         RowSink& sink, std::uint64_t total, const ReadOptions& o)
+      : client_(client), desc_(desc), sink_(&sink), total_(total), o_(o), begin_(begin),
+        end_(end) {}
 
   Result<LoadStats> Run();
 
@@ -116,8 +120,8 @@ class Loader {
   std::span<std::byte> out_;
   RowSink* sink_ = nullptr;
   std::uint64_t total_;  // bytes of the output
-  const LoadOptions& o_;
-  std::uint64_t begin_ = 0, end_ = 0;
+  const ReadOptions& o_;
+  std::uint64_t begin_, end_;
   std::optional<Clock::time_point> deadline_;
   // The streams; its cancel token stops all of them on the first error or the caller's cancel.
   internal::FanOut fan_;
@@ -130,24 +134,6 @@ class Loader {
 int DefaultStreams() {
   const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   return static_cast<int>(std::min<unsigned>(cores, kMaxDefaultStreams));
-}
-
-Result<LoadStats> Client::Load(const std::string& table, std::span<std::byte> out,
-                               const LoadOptions& options) {
-  EMBSTORE_ASSIGN_OR_RETURN(TableDesc desc, Describe(table));
-  return LoadDescribed(desc, out, options);
-}
-
-Result<LoadStats> Client::LoadDescribed(const TableDesc& desc, std::span<std::byte> out,
-                                        const LoadOptions& options) {
-  EMBSTORE_ASSIGN_OR_RETURN(std::uint64_t need, OutputBytes(desc, options));
-  if (out.size() != need) {
-    return Status::InvalidArgument("buffer for table '" + desc.name + "' holds " +
-                                   std::to_string(out.size()) + " bytes, the load needs " +
-                                   std::to_string(need));
-  }
-  Loader loader(*this, desc, out, options);
-  return loader.Run();
 }
 
 void Loader::Place(std::uint64_t first_row, std::span<const std::byte> payload) {
@@ -397,24 +383,11 @@ Status Loader::Stream(int index, Part part) {
 }
 
 Result<LoadStats> Loader::Run() {
-  begin_ = o_.begin_row;
-  end_ = o_.end_row.value_or(desc_.rows);
   if (o_.timeout.count() > 0) deadline_ = Clock::now() + o_.timeout;
   auto start = Clock::now();
   // A first report before any work: the caller can cancel (or notice Ctrl-C) even a short load.
   if (o_.progress && !o_.progress(0, total_)) {
     return Status::Cancelled("load of table '" + desc_.name + "' cancelled");
-  }
-
-  if (o_.allow_local && sink_ == nullptr) {
-    auto local = internal::FileReader::OpenServersFile(desc_);
-    if (local.ok()) {
-      if (o_.on_event) {
-        o_.on_event(
-            {LoadEvent::Kind::kLocal, 0, begin_, "reading " + desc_.file->path + " directly"});
-      }
-      return (*local)->CopyRows(begin_, end_, out_, o_, desc_.name);
-    }
   }
 
   // Block-aligned parts, as even as whole blocks allow.
@@ -460,13 +433,26 @@ Result<LoadStats> Loader::Run() {
 
 namespace internal {
 
-Result<LoadStats> StreamRowsInto(Client& client, const TableDesc& desc, RowSink& sink,
-                                 const LoadOptions& options) {
-  LoadOptions o = options;
+Result<LoadStats> StreamRows(Client& client, const TableDesc& desc, std::uint64_t begin,
+                             std::uint64_t end, std::span<std::byte> out,
+                             const ReadOptions& options) {
+  EMBSTORE_ASSIGN_OR_RETURN(std::uint64_t need,
+                            RowRangeBytes(desc, begin, end, options.to_f32));
+  if (out.size() != need) {
+    return Status::InvalidArgument("buffer for table '" + desc.name + "' holds " +
+                                   std::to_string(out.size()) + " bytes, the read needs " +
+                                   std::to_string(need));
+  }
+  Loader loader(client, desc, begin, end, out, options);
+  return loader.Run();
+}
+
+Result<LoadStats> StreamRowsInto(Client& client, const TableDesc& desc, std::uint64_t begin,
+                                 std::uint64_t end, RowSink& sink, const ReadOptions& options) {
+  EMBSTORE_ASSIGN_OR_RETURN(std::uint64_t total, RowRangeBytes(desc, begin, end, false));
+  ReadOptions o = options;
   o.to_f32 = false;
-  o.allow_local = false;
-  const std::uint64_t end = o.end_row.value_or(desc.rows);  // checked by the caller
-  Loader loader(client, desc, sink, (end - o.begin_row) * desc.row_bytes, o);
+  Loader loader(client, desc, begin, end, sink, total, o);
   return loader.Run();
 }
 

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cerrno>
 
+#include "embstore/client/client.h"
 #include "embstore/client/sharded.h"
 #include "embstore/common/address.h"
 #include "embstore/objstore/s3.h"
@@ -15,15 +16,6 @@
 
 namespace embstore::client {
 namespace {
-
-// A scheme gRPC knows, or HOST:PORT with no '/' ("tables/v2:old.emb" that does not exist is a
-// missing file, not a bad address).
-bool LooksLikeTarget(std::string_view s) {
-  for (std::string_view scheme : {"unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:"}) {
-    if (s.starts_with(scheme)) return true;
-  }
-  return s.find(':') != std::string_view::npos && s.find('/') == std::string_view::npos;
-}
 
 // The table name `o.table` must be, for a location that is one table named `name`.
 Status CheckOneTable(const std::string& location, LocationKind kind, const std::string& name,
@@ -58,6 +50,14 @@ Result<objstore::S3Url> TableObject(const std::string& location, const SourceOpt
 
 }  // namespace
 
+// "tables/v2:old.emb" that does not exist is a missing file, not a bad address.
+bool IsServerTarget(std::string_view s) {
+  for (std::string_view scheme : {"unix:", "unix-abstract:", "dns:", "ipv4:", "ipv6:"}) {
+    if (s.starts_with(scheme)) return true;
+  }
+  return s.find(':') != std::string_view::npos && s.find('/') == std::string_view::npos;
+}
+
 std::string_view LocationKindName(LocationKind kind) {
   switch (kind) {
     case LocationKind::kObject: return "object";
@@ -88,10 +88,10 @@ Result<LocationKind> ClassifyLocation(const std::string& location) {
       return location.ends_with(".json") ? LocationKind::kManifest : LocationKind::kFile;
     }
     if (S_ISDIR(st.st_mode)) return LocationKind::kDirectory;
-  } else if (errno != ENOENT && errno != ENOTDIR && !LooksLikeTarget(location)) {
+  } else if (errno != ENOENT && errno != ENOTDIR && !IsServerTarget(location)) {
     return Status::FromErrno("stat '" + location + "'", errno);
   }
-  if (LooksLikeTarget(location)) {
+  if (IsServerTarget(location)) {
     // Checked as the client checks a target: a port out of range is an error, never wrapped.
     EMBSTORE_RETURN_NOT_OK(ParseAddress(location, AddressUse::kConnect, "server target").status());
     return LocationKind::kServer;
@@ -112,8 +112,7 @@ Result<std::unique_ptr<RowSource>> OpenSource(const std::string& location,
       return OpenObjectSource(url.ToString());
     }
     case LocationKind::kManifest: {
-      EMBSTORE_ASSIGN_OR_RETURN(auto src, OpenShardedSource(location, o.connect, o.allow_local,
-                                                            o.describe_shards));
+      EMBSTORE_ASSIGN_OR_RETURN(auto src, OpenShardedSource(location, o));
       EMBSTORE_RETURN_NOT_OK(CheckOneTable(location, kind, src->desc().name, o));
       return src;
     }

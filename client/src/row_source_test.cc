@@ -2,6 +2,7 @@
 // the same row ranges and keys must give the same bytes; a file source reads with pread, verifies
 // in parallel, and reports corruption and truncation by name.
 #include "embstore/client/row_source.h"
+#include "embstore/client/open_source.h"
 #include "embstore/testkit/temp_dir.h"
 
 #include <fcntl.h>
@@ -113,7 +114,9 @@ TEST_F(RowSourceTest, EveryKindReadsTheSameBytesForAnyRangeAndThreadCount) {
   std::vector<std::unique_ptr<RowSource>> sources = FileAndServerSources(path, "t");
   WriteManifest("t", 3000, 24, DType::kF16,
                 {{0, 3000, server_->addresses()[0], "t", std::nullopt}});
-  sources.push_back(*OpenShardedSource(dir_ + "/m.json", Connect()));
+  SourceOptions so;
+  so.connect = Connect();
+  sources.push_back(*OpenShardedSource(dir_ + "/m.json", so));
   EXPECT_EQ(sources[0]->kind(), "file");
   EXPECT_EQ(sources[1]->kind(), "server");
   EXPECT_EQ(sources[3]->kind(), "sharded");
@@ -286,7 +289,10 @@ TEST_F(RowSourceTest, KeyLookupsThroughAManifestFindEachKeyOnItsShard) {
                                                       {1, 0},  {1, 149}, {0, 0},
                                                       {2, 149}, {-1, 0}, {0, 7}};
   for (bool local : {false, true}) {
-    auto src = OpenShardedSource(dir_ + "/m.json", Connect(), local);
+    SourceOptions so;
+    so.connect = Connect();
+    so.allow_local = local;
+    auto src = OpenShardedSource(dir_ + "/m.json", so);
     ASSERT_TRUE(src.ok()) << src.status().ToString();
     ASSERT_TRUE((*src)->desc().has_keys);
     for (bool to_f32 : {false, true}) {

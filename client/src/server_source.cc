@@ -1,5 +1,5 @@
 // RowSource over a table on a server (row_source.h): described once when opened; rows streamed
-// by Client::LoadDescribed (pinned to that version), or read from the server's own file when it
+// by internal::StreamRows (pinned to that version), or read from the server's own file when it
 // is this host's file.
 #include "embstore/client/row_source.h"
 #include "embstore/store/dtype.h"
@@ -24,13 +24,14 @@ class ServerSource final : public RowSource {
 
   Result<LoadStats> CopyRows(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
                              const ReadOptions& options) override {
-    if (local_) return local_->CopyRows(begin, end, out, options, desc_.name);
-    LoadOptions o;
-    static_cast<ReadOptions&>(o) = options;
-    o.begin_row = begin;
-    o.end_row = end;
-    o.allow_local = false;  // decided once, when the source was opened
-    return Counted(client_->LoadDescribed(desc_, out, o));
+    if (local_) {
+      if (options.on_event) {
+        options.on_event({LoadEvent::Kind::kLocal, 0, begin,
+                          "reading " + desc_.file->path + " directly"});
+      }
+      return local_->CopyRows(begin, end, out, options, desc_.name);
+    }
+    return Counted(internal::StreamRows(*client_, desc_, begin, end, out, options));
   }
 
   Result<LoadStats> WriteRows(std::uint64_t begin, std::uint64_t end, RowSink& sink,
@@ -40,12 +41,7 @@ class ServerSource final : public RowSource {
       return RowSource::WriteRows(begin, end, sink, options);
     }
     // Streamed: every chunk goes from gRPC's receive buffers to the sink, verified on the way.
-    EMBSTORE_RETURN_NOT_OK(OutputBytes(begin, end, false).status());
-    LoadOptions o;
-    static_cast<ReadOptions&>(o) = options;
-    o.begin_row = begin;
-    o.end_row = end;
-    return Counted(internal::StreamRowsInto(*client_, desc_, sink, o));
+    return Counted(internal::StreamRowsInto(*client_, desc_, begin, end, sink, options));
   }
 
   Result<KeyCopyResult> CopyKeys(std::span<const std::string> keys, std::span<std::byte> out,

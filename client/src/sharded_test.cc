@@ -1,7 +1,9 @@
-// Sharded tables: the manifest parser's checks, and loads from three real servers on loopback
-// (in-process), including a server that is down when the load starts and comes back, one killed
-// and restarted mid-load, and one that never comes back.
+// Sharded tables: the manifest parser's checks, and reads through OpenShardedSource from three
+// real servers on loopback (in-process), including a server that is down when the read starts and
+// comes back, one killed and restarted mid-load, and one that never comes back; and shards that
+// are files and directories.
 #include "embstore/client/sharded.h"
+#include "embstore/client/open_source.h"
 #include "embstore/testkit/temp_dir.h"
 
 #include <gtest/gtest.h>
@@ -10,6 +12,7 @@
 #include <atomic>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
 #include <random>
 #include <thread>
 
@@ -69,6 +72,14 @@ TEST(ShardManifest, ParsesAndFormatsRoundTrip) {
   EXPECT_EQ(m->shards[2].content_id, 7u);
   EXPECT_FALSE(m->shards[0].content_id.has_value());
 
+  for (std::string t : {"./items-0.emb", "/data/shards", "s3://bucket/shards/", "dns:///svc:7070"}) {
+    auto other = ParseShardManifest(
+        Edit(R"("target": "10.0.0.1:7070")", "\"target\": \"" + t + "\""), "m.json");
+    ASSERT_TRUE(other.ok()) << t << ": " << other.status().ToString();
+    EXPECT_EQ(other->shards[0].target, t);
+    EXPECT_EQ(ShardTargetIsPath(t), t.starts_with("./") || t.starts_with("/data"));
+  }
+
   auto again = ParseShardManifest(FormatShardManifest(*m), "again.json");
   ASSERT_TRUE(again.ok()) << again.status().ToString();
   EXPECT_EQ(FormatShardManifest(*again), FormatShardManifest(*m));
@@ -96,6 +107,10 @@ TEST(ShardManifest, RejectsBadFieldsNamingThem) {
   ExpectRejected(Edit(R"("rows": 30)", R"("rows": -30)"), {"rows"});
   ExpectRejected(Edit(R"("target": "host-c:7070")", R"("target": "host-c")"),
                  {"shard 2", "target", "host-c"});
+  ExpectRejected(Edit(R"("target": "host-c:7070")", R"("target": "host-c:")"),
+                 {"shard 2", "target"});
+  ExpectRejected(Edit(R"("target": "host-c:7070")", R"("target": "s3://")"),
+                 {"shard 2", "target"});
   ExpectRejected(Edit(R"("table": "items-0")", R"("tabel": "items-0")"),
                  {"shard 0", "unknown key 'tabel'"});
   ExpectRejected(Edit(R"("content_id": 7)", R"("content_id": "0xZZ")"), {"shard 2", "content_id"});
@@ -180,17 +195,21 @@ class ShardedTest : public ::testing::Test {
     if (s) s->Shutdown(std::chrono::milliseconds(0));
   }
 
-  std::unique_ptr<ShardedTable> Open(ShardManifest m) {
-    ConnectOptions c;
-    c.rpc_timeout = std::chrono::milliseconds(5000);
-    auto t = ShardedTable::Open(std::move(m), c);
+  // The manifest written next to the shards' folders, opened with nothing contacted yet.
+  std::unique_ptr<RowSource> Open(const ShardManifest& m, bool describe = false) {
+    const std::string path = manifest_dir_.path() + "/test-manifest.json";
+    std::ofstream(path) << FormatShardManifest(m);
+    SourceOptions o;
+    o.connect.rpc_timeout = std::chrono::milliseconds(5000);
+    o.allow_local = allow_local_;
+    o.describe_shards = describe;
+    auto t = OpenShardedSource(path, o);
     EXPECT_TRUE(t.ok()) << t.status().ToString();
-    return std::move(*t);
+    return t.ok() ? std::move(*t) : nullptr;
   }
 
-  static LoadOptions Streamed() {
-    LoadOptions o;
-    o.allow_local = false;  // exercise the network path, not the shared files
+  static ReadOptions Streamed() {
+    ReadOptions o;
     o.streams = 2;
     o.chunk_bytes = 64 << 10;  // two 32 KiB checksum blocks a chunk
     o.initial_backoff = std::chrono::milliseconds(20);
@@ -198,13 +217,11 @@ class ShardedTest : public ::testing::Test {
     return o;
   }
 
-  // Loads [b, e) and checks it against the logical table.
-  ShardedLoadStats ExpectLoad(ShardedTable& t, std::uint64_t b, std::uint64_t e,
-                              LoadOptions o = Streamed()) {
-    o.begin_row = b;
-    o.end_row = e;
+  // Reads [b, e) and checks it against the logical table.
+  LoadStats ExpectLoad(RowSource& t, std::uint64_t b, std::uint64_t e,
+                       ReadOptions o = Streamed()) {
     std::vector<std::byte> got((e - b) * kDim * 4, std::byte{0xEE});
-    auto stats = t.Load(got, o);
+    auto stats = t.CopyRows(b, e, got, o);
     EXPECT_TRUE(stats.ok()) << stats.status().ToString();
     if (!stats.ok()) return {};
     if (!got.empty()) {  // memcmp of an empty vector's null data is undefined
@@ -216,6 +233,17 @@ class ShardedTest : public ::testing::Test {
     return *stats;
   }
 
+  // The content id of shard `i`'s table, from its server.
+  std::uint64_t ContentId(int i) {
+    ConnectOptions c;
+    c.target = targets_[i];
+    auto src = OpenServerSource(c, "items-" + std::to_string(i));
+    EXPECT_TRUE(src.ok()) << src.status().ToString();
+    return src.ok() ? (*src)->desc().content_id : 0;
+  }
+
+  testkit::TempDir manifest_dir_{"sharded-manifest"};
+  bool allow_local_ = false;  // exercise the network path, not the shared files
   std::vector<float> values_;
   testkit::TempDir temps_[3] = {testkit::TempDir("sharded-test"), testkit::TempDir("sharded-test"),
                                  testkit::TempDir("sharded-test")};
@@ -228,54 +256,97 @@ class ShardedTest : public ::testing::Test {
 
 TEST_F(ShardedTest, LoadsTheWholeTableFromThreeServers) {
   auto t = Open(manifest_);
+  EXPECT_EQ(t->kind(), "sharded");
   auto stats = ExpectLoad(*t, 0, kRows);
-  ASSERT_EQ(stats.shards.size(), 3u);
-  for (int i = 0; i < 3; ++i) {
-    EXPECT_EQ(stats.shards[i].shard, i);
-    EXPECT_EQ(stats.shards[i].begin, kBounds[i]);
-    EXPECT_EQ(stats.shards[i].end, kBounds[i + 1]);
-    EXPECT_FALSE(stats.shards[i].stats.local);
-  }
+  EXPECT_FALSE(stats.local);
+  EXPECT_EQ(stats.streams, 6);  // two a shard
   EXPECT_EQ(stats.wire_bytes, kRows * kDim * 4);
+  EXPECT_EQ(t->transferred_bytes(), kRows * kDim * 4);
 }
 
 TEST_F(ShardedTest, LoadsAnyRowRangeFromOnlyTheShardsItOverlaps) {
   auto t = Open(manifest_);
-  auto inside = ExpectLoad(*t, 91000, 99000);  // inside shard 1
-  ASSERT_EQ(inside.shards.size(), 1u);
-  EXPECT_EQ(inside.shards[0].shard, 1);
-  auto two = ExpectLoad(*t, 89999, 90001);  // across the first boundary
-  ASSERT_EQ(two.shards.size(), 2u);
-  EXPECT_EQ(two.shards[0].end, 90000u);
-  EXPECT_EQ(two.shards[1].begin, 90000u);
-  auto three = ExpectLoad(*t, 1, kRows - 1);  // unaligned at both ends, all shards
-  EXPECT_EQ(three.shards.size(), 3u);
-  auto last = ExpectLoad(*t, 210000, kRows);  // exactly one shard
-  ASSERT_EQ(last.shards.size(), 1u);
-  EXPECT_EQ(last.shards[0].shard, 2);
+  ExpectLoad(*t, 89999, 90001);      // across the first boundary
+  ExpectLoad(*t, 1, kRows - 1);      // unaligned at both ends, all shards
+  ExpectLoad(*t, 210000, kRows);     // exactly one shard
   auto empty = ExpectLoad(*t, 500, 500);
-  EXPECT_TRUE(empty.shards.empty());
+  EXPECT_EQ(empty.streams, 0);
+  // With shards 0 and 2 gone, a range inside shard 1 still reads, from a new source too.
+  Stop(0);
+  Stop(2);
+  ReadOptions once = Streamed();
+  once.max_attempts = 1;
+  ExpectLoad(*t, 91000, 99000, once);
+  auto fresh = Open(manifest_);
+  auto inside = ExpectLoad(*fresh, 91000, 99000, once);
+  EXPECT_EQ(inside.wire_bytes, 8000 * kDim * 4);
+  std::vector<std::byte> across((90001 - 89999) * kDim * 4);
+  EXPECT_EQ(fresh->CopyRows(89999, 90001, across, once).status().code(),
+            StatusCode::kUnavailable);
 }
 
 TEST_F(ShardedTest, LocalFastPathWorksPerShard) {
+  allow_local_ = true;  // the shard files are on this host
   auto t = Open(manifest_);
-  LoadOptions o = Streamed();
-  o.allow_local = true;  // the shard files are on this host
-  auto stats = ExpectLoad(*t, 100, 290000, o);
-  for (const auto& s : stats.shards) EXPECT_TRUE(s.stats.local);
+  auto stats = ExpectLoad(*t, 100, 290000);
+  EXPECT_TRUE(stats.local);
+  EXPECT_EQ(stats.wire_bytes, 0u);
+  EXPECT_EQ(t->transferred_bytes(), 0u);
 }
 
 TEST_F(ShardedTest, ConvertsToF32PerShardAndRejectsAWrongBuffer) {
   auto t = Open(manifest_);
-  LoadOptions o = Streamed();
+  ReadOptions o = Streamed();
   o.to_f32 = true;  // F32 already: the same bytes
   ExpectLoad(*t, 0, kRows, o);
   std::vector<std::byte> small(100);
-  auto st = t->Load(small, Streamed());
+  auto st = t->CopyRows(0, kRows, small, Streamed());
   EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument);
-  LoadOptions past = Streamed();
-  past.end_row = kRows + 1;
-  EXPECT_EQ(t->OutputBytes(past).status().code(), StatusCode::kOutOfRange);
+  EXPECT_EQ(t->OutputBytes(0, kRows + 1, false).status().code(), StatusCode::kOutOfRange);
+}
+
+// A shard need not be on a server: a table file next to the manifest (a relative path), and a
+// store directory, sit in one manifest with a server.
+TEST_F(ShardedTest, ShardsCanBeFilesAndDirectoriesNextToServers) {
+  ShardManifest m = manifest_;
+  namespace fs = std::filesystem;
+  fs::copy_file(dirs_[0] + "/items-0.emb", manifest_dir_.path() + "/items-0.emb");
+  m.shards[0].target = "./items-0.emb";
+  m.shards[2].target = dirs_[2];
+  allow_local_ = false;
+  auto t = Open(m, /*describe=*/true);
+  ASSERT_NE(t, nullptr);
+  EXPECT_TRUE(t->desc().has_keys);
+  auto stats = ExpectLoad(*t, 0, kRows);
+  EXPECT_EQ(stats.wire_bytes, (kBounds[2] - kBounds[1]) * kDim * 4);  // only shard 1 streamed
+  auto keys = t->Keys(89999, 210001);
+  ASSERT_TRUE(keys.ok()) << keys.status().ToString();
+  EXPECT_EQ(keys->front(), "k89999");
+  EXPECT_EQ(keys->back(), "k210000");
+  std::vector<std::string> wanted = {"k5", "k299999", "nope", "k150000"};
+  std::vector<float> rows(wanted.size() * kDim, -1.0f);
+  auto found = t->CopyKeys(wanted, std::as_writable_bytes(std::span<float>(rows)), Streamed());
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(found->missing, (std::vector<std::uint32_t>{2}));
+  EXPECT_EQ(std::memcmp(&rows[0], &values_[5 * kDim], kDim * 4), 0);
+  EXPECT_EQ(std::memcmp(&rows[kDim], &values_[299999 * kDim], kDim * 4), 0);
+  EXPECT_EQ(std::memcmp(&rows[3 * kDim], &values_[150000 * kDim], kDim * 4), 0);
+
+  // A file named by a shard must hold the shard's table; another manifest is not a shard.
+  m.shards[0].table = "other";
+  auto wrong = Open(m);
+  std::vector<std::byte> got(10 * kDim * 4);
+  auto st = wrong->CopyRows(0, 10, got, Streamed());
+  EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument) << st.status().ToString();
+  EXPECT_NE(st.status().message().find("shard 0"), std::string::npos) << st.status().message();
+  std::ofstream(manifest_dir_.path() + "/inner.json") << FormatShardManifest(manifest_);
+  m.shards[0] = manifest_.shards[0];
+  m.shards[0].target = "./inner.json";
+  auto nested = Open(m);
+  st = nested->CopyRows(0, 10, got, Streamed());
+  EXPECT_EQ(st.status().code(), StatusCode::kInvalidArgument) << st.status().ToString();
+  EXPECT_NE(st.status().message().find("cannot be another manifest"), std::string::npos)
+      << st.status().message();
 }
 
 TEST_F(ShardedTest, WaitsForAServerThatIsDownWhenTheLoadStartsAndComesBack) {
@@ -285,17 +356,17 @@ TEST_F(ShardedTest, WaitsForAServerThatIsDownWhenTheLoadStartsAndComesBack) {
     Start(1, targets_[1]);
   });
   auto t = Open(manifest_);
-  LoadOptions o = Streamed();
+  ReadOptions o = Streamed();
   o.max_attempts = 50;  // 20, 40, ... 200 ms apart: several seconds of waiting
   std::vector<LoadEvent> events;
   o.on_event = [&](const LoadEvent& e) { events.push_back(e); };
-  auto stats = ExpectLoad(*t, 0, kRows, o);
+  ExpectLoad(*t, 0, kRows, o);
   restarter.join();
-  EXPECT_GE(stats.unreachable_retries, 1);
   ASSERT_FALSE(events.empty());
   EXPECT_EQ(events[0].kind, LoadEvent::Kind::kResume);
   EXPECT_EQ(events[0].stream, 1);
   EXPECT_NE(events[0].message.find("shard 1"), std::string::npos) << events[0].message;
+  EXPECT_NE(events[0].message.find("unreachable"), std::string::npos) << events[0].message;
   EXPECT_NE(events[0].message.find(targets_[1]), std::string::npos) << events[0].message;
 }
 
@@ -327,7 +398,7 @@ TEST_F(ShardedTest, ResumesAShardWhoseServerIsRestartedMidLoad) {
 
   std::atomic<int> chunks{0};
   std::thread restarter;
-  LoadOptions o = Streamed();
+  ReadOptions o = Streamed();
   o.after_chunk = [&](int shard, std::uint64_t first_row) {
     EXPECT_GE(first_row, m.shards[shard].begin);
     EXPECT_LT(first_row, m.shards[shard].end);
@@ -340,7 +411,7 @@ TEST_F(ShardedTest, ResumesAShardWhoseServerIsRestartedMidLoad) {
     }
   };
   std::vector<float> got(m.rows * kDim);
-  auto stats = t->Load(std::as_writable_bytes(std::span<float>(got)), o);
+  auto stats = t->CopyRows(0, m.rows, std::as_writable_bytes(std::span<float>(got)), o);
   if (restarter.joinable()) restarter.join();
   ASSERT_TRUE(stats.ok()) << stats.status().ToString();
   EXPECT_GE(stats->resumes, 1);
@@ -357,20 +428,27 @@ TEST_F(ShardedTest, ResumesAShardWhoseServerIsRestartedMidLoad) {
 TEST_F(ShardedTest, FailsNamingTheShardAndTargetWhenAServerNeverComesBack) {
   Stop(2);
   auto t = Open(manifest_);
-  LoadOptions o = Streamed();
+  ReadOptions o = Streamed();
   o.max_attempts = 3;
   std::vector<std::byte> got(kRows * kDim * 4);
-  auto st = t->Load(got, o);
+  auto st = t->CopyRows(0, kRows, got, o);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.status().code(), StatusCode::kUnavailable) << st.status().ToString();
   const std::string msg = st.status().message();
-  EXPECT_NE(msg.find("manifest 'test-manifest.json' shard 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("test-manifest.json' shard 2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("items-2"), std::string::npos) << msg;
   EXPECT_NE(msg.find(targets_[2]), std::string::npos) << msg;
   EXPECT_NE(msg.find("gave up after 3 attempts"), std::string::npos) << msg;
 
   // A range that does not touch the missing shard still loads.
   ExpectLoad(*t, 0, kBounds[2]);
+  // Opening with every shard described fails at once, naming the shard.
+  SourceOptions so;
+  so.connect.rpc_timeout = std::chrono::milliseconds(2000);
+  auto described = OpenShardedSource(manifest_dir_.path() + "/test-manifest.json", so);
+  ASSERT_FALSE(described.ok());
+  EXPECT_NE(described.status().message().find("shard 2"), std::string::npos)
+      << described.status().message();
 }
 
 TEST_F(ShardedTest, RejectsServersWhoseTablesDoNotMatchTheManifest) {
@@ -379,7 +457,7 @@ TEST_F(ShardedTest, RejectsServersWhoseTablesDoNotMatchTheManifest) {
   wrong_rows.shards[2].end += 5;
   auto t = Open(wrong_rows);
   std::vector<std::byte> got(wrong_rows.rows * kDim * 4);
-  auto st = t->Load(got, Streamed());
+  auto st = t->CopyRows(0, wrong_rows.rows, got, Streamed());
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(st.status().message().find("shard 2"), std::string::npos) << st.status().message();
@@ -388,43 +466,43 @@ TEST_F(ShardedTest, RejectsServersWhoseTablesDoNotMatchTheManifest) {
 
   ShardManifest wrong_dim = manifest_;
   wrong_dim.dim = 8;
-  auto t2 = Open(wrong_dim);
-  auto d = t2->DescribeShards();
+  const std::string path = manifest_dir_.path() + "/dim.json";
+  std::ofstream(path) << FormatShardManifest(wrong_dim);
+  auto d = OpenShardedSource(path);
   ASSERT_FALSE(d.ok());
   EXPECT_NE(d.status().message().find("dim 16, the manifest says 8"), std::string::npos)
       << d.status().message();
 
   ShardManifest pinned = manifest_;
-  auto descs = Open(manifest_)->DescribeShards();
-  ASSERT_TRUE(descs.ok()) << descs.status().ToString();
-  for (int i = 0; i < 3; ++i) pinned.shards[i].content_id = (*descs)[i].content_id;
+  for (int i = 0; i < 3; ++i) pinned.shards[i].content_id = ContentId(i);
   ExpectLoad(*Open(pinned), 0, kRows);  // the right versions load
-  pinned.shards[0].content_id = (*descs)[0].content_id ^ 1;
+  pinned.shards[0].content_id = *pinned.shards[0].content_id ^ 1;
   std::vector<std::byte> all(kRows * kDim * 4);
-  auto st3 = Open(pinned)->Load(all, Streamed());
+  auto st3 = Open(pinned)->CopyRows(0, kRows, all, Streamed());
   ASSERT_FALSE(st3.ok());
   EXPECT_EQ(st3.status().code(), StatusCode::kFailedPrecondition);
   EXPECT_NE(st3.status().message().find("content_id"), std::string::npos) << st3.status().message();
 }
 
 TEST_F(ShardedTest, KeysComeFromEveryOverlappingShardInRowOrder) {
-  auto t = Open(manifest_);
+  auto t = Open(manifest_, /*describe=*/true);
   auto keys = t->Keys(89990, 210010);
   ASSERT_TRUE(keys.ok()) << keys.status().ToString();
   ASSERT_EQ(keys->size(), 210010u - 89990u);
   EXPECT_EQ(keys->front(), "k89990");
   EXPECT_EQ((*keys)[10], "k90000");
   EXPECT_EQ(keys->back(), "k210009");
+  EXPECT_EQ(t->Keys(0, kRows + 1).status().code(), StatusCode::kOutOfRange);
 }
 
 TEST_F(ShardedTest, CancelStopsEveryShard) {
   auto t = Open(manifest_);
   CancelToken cancel;
-  LoadOptions o = Streamed();
+  ReadOptions o = Streamed();
   o.cancel = &cancel;
   o.after_chunk = [&](int, std::uint64_t) { cancel.Cancel(); };
   std::vector<std::byte> got(kRows * kDim * 4);
-  auto st = t->Load(got, o);
+  auto st = t->CopyRows(0, kRows, got, o);
   ASSERT_FALSE(st.ok());
   EXPECT_EQ(st.status().code(), StatusCode::kCancelled) << st.status().ToString();
 }

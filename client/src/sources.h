@@ -1,5 +1,5 @@
 // Private: what the RowSource implementations (file_source.cc, server_source.cc,
-// sharded_source.cc) share.
+// sharded_source.cc, object_source.cc) share.
 #ifndef EMBSTORE_CLIENT_SRC_SOURCES_H_
 #define EMBSTORE_CLIENT_SRC_SOURCES_H_
 
@@ -36,11 +36,23 @@ void ScatterLookup(std::span<const std::byte> data, const std::vector<std::uint3
                    std::size_t requested, store::DType dtype, std::uint64_t dim, bool to_f32,
                    std::span<std::byte> out);
 
-// Streams rows [options.begin_row, end_row) of the table `desc` describes from `client` into
-// `sink` (raw rows, never the local path; the caller has checked the range): each chunk is
-// verified and handed over from gRPC's receive buffers, not copied in between.
-Result<LoadStats> StreamRowsInto(Client& client, const TableDesc& desc, RowSink& sink,
-                                 const LoadOptions& options);
+// Bytes rows [begin, end) of `desc`'s table take (x dim x 4 with to_f32); InvalidArgument when
+// begin > end, OutOfRange when end > rows. RowSource::OutputBytes for every source.
+Result<std::uint64_t> RowRangeBytes(const TableDesc& desc, std::uint64_t begin, std::uint64_t end,
+                                    bool to_f32);
+
+// Streams rows [begin, end) of the version of the table `desc` describes from `client` into `out`
+// (RowRangeBytes bytes): parallel streams, each chunk verified before it counts, resumed after
+// transient failures from the last verified row (docs/PROTOCOL.md). Never the local path: the
+// server source decides that once, when it is opened.
+Result<LoadStats> StreamRows(Client& client, const TableDesc& desc, std::uint64_t begin,
+                             std::uint64_t end, std::span<std::byte> out,
+                             const ReadOptions& options);
+
+// The same into `sink` (raw rows; options.to_f32 is ignored): each chunk is verified and handed
+// over from gRPC's receive buffers, not copied in between.
+Result<LoadStats> StreamRowsInto(Client& client, const TableDesc& desc, std::uint64_t begin,
+                                 std::uint64_t end, RowSink& sink, const ReadOptions& options);
 
 }  // namespace embstore::client::internal
 

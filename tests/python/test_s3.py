@@ -327,3 +327,48 @@ def test_rows_of_an_object_fetch_only_their_blocks(embstore_bin, make_table_bin,
                 check=False)
     assert wrong.returncode == 2 and "holds table 'seed', not 'other'" in wrong.stderr
     assert not (tmp_path / "x.npy").exists()
+
+
+def test_a_manifest_whose_shards_are_objects_and_a_file(s3, embstore_bin, make_table_bin,
+                                                         tmp_path, monkeypatch):
+    # Shards of any kind in one manifest: an object, a table under a prefix, and a file next to
+    # the manifest; each read through its own source, fetching only the blocks it needs.
+    import embstore
+    for k, v in s3.env().items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+    whole = write_table(make_table_bin, tmp_path / "items.emb", 3000, 16, keys=True,
+                        block_rows=100)
+    want = expected_matrix(3000, 16)
+    cuts = [(0, 1000), (1000, 2200), (2200, 3000)]
+    for i, (b, e) in enumerate(cuts):
+        cli(embstore_bin, ["pull", "--from", whole, "--rows", f"{b}:{e}",
+                           "--out", tmp_path / f"items-{i}.emb"], s3)
+    _put(s3, tmp_path / "items-0.emb", "s3://tables/shards/items-0.emb")
+    _put(s3, tmp_path / "items-1.emb", "s3://tables/shards/items-1.emb")
+    targets = ["s3://tables/shards/items-0.emb", "s3://tables/shards/", "./items-2.emb"]
+    manifest = tmp_path / "items.shards.json"
+    manifest.write_text(json.dumps({
+        "format": "embstore-shards/1", "table": "items", "rows": 3000, "dim": 16, "dtype": "F32",
+        "shards": [{"begin": b, "end": e, "target": t, "table": f"items-{i}"}
+                   for i, ((b, e), t) in enumerate(zip(cuts, targets))]}))
+
+    np.testing.assert_array_equal(embstore.load(manifest), want)
+    np.testing.assert_array_equal(embstore.load(manifest, rows=(950, 2250)), want[950:2250])
+    got = embstore.load(manifest, keys=["k2999", "k1500", "k3", "nope"], missing="zeros")
+    np.testing.assert_array_equal(got[:3], want[[2999, 1500, 3]])
+    assert not got[3].any()
+    src = embstore.Source.resolve(manifest)
+    assert src.describe()["has_keys"] is True
+    assert src.keys(begin=998, end=1002) == ["k998", "k999", "k1000", "k1001"]
+
+    # The CLI reads the same manifest through the same resolver.
+    out = tmp_path / "part.npy"
+    cli(embstore_bin, ["export", manifest, out, "--rows", "990:2210"], s3)
+    np.testing.assert_array_equal(np.load(out), want[990:2210])
+
+    # A shard object that is missing is named, with the manifest and the shard.
+    manifest.write_text(manifest.read_text().replace("shards/items-0.emb", "gone/items-0.emb"))
+    with pytest.raises(embstore.errors.NotFoundError, match="shard 0") as e:
+        embstore.load(manifest, rows=(0, 10))
+    assert "s3://tables/gone/items-0.emb" in str(e.value)

@@ -123,21 +123,6 @@ Result<TableDesc> Client::Describe(const std::string& table,
   return ToDesc(info, options_.target);
 }
 
-Result<std::uint64_t> Client::OutputBytes(const TableDesc& desc, const LoadOptions& o) {
-  std::uint64_t end = o.end_row.value_or(desc.rows);
-  if (o.begin_row > end) {
-    return Status::InvalidArgument("row range [" + std::to_string(o.begin_row) + ", " +
-                                   std::to_string(end) + ") begins after it ends");
-  }
-  if (end > desc.rows) {
-    return Status::OutOfRange("row range [" + std::to_string(o.begin_row) + ", " +
-                              std::to_string(end) + ") is outside table '" + desc.name + "' of " +
-                              std::to_string(desc.rows) + " rows");
-  }
-  std::uint64_t per_row = o.to_f32 ? desc.dim * 4 : desc.row_bytes;
-  return (end - o.begin_row) * per_row;
-}
-
 Result<std::shared_ptr<const store::Table>> Client::OpenLocal(const TableDesc& desc) {
   EMBSTORE_ASSIGN_OR_RETURN(auto reader, internal::FileReader::OpenServersFile(desc));
   return reader->shared_table();

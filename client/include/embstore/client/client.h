@@ -1,20 +1,21 @@
-// Client: loads tables from an embstore server (docs/PROTOCOL.md) into memory the caller owns.
+// Client: one connection to an embstore server (docs/PROTOCOL.md) and its unary calls: the
+// tables it serves, a table's description, key and row lookups, keys, and the zero-copy mapping
+// of the server's file when it is this host's.
 //
-// A Client holds the connection settings for one target ("host:port" or "unix:/path"), with
-// optional TLS and a bearer token. Load() fills a caller-provided buffer with a row range of a
-// table, using several streams over separate connections in parallel. Every chunk is verified
-// against the table's block checksums before it counts; on transient failures (server restart,
-// connection reset, UNAVAILABLE) the client backs off and resumes each stream from its last
-// verified row, pinned to the table version it started with, so verified bytes are never
-// downloaded twice and unverified bytes never reach the caller's buffer as final data.
+// Rows are not read through a Client: open the table as a RowSource (OpenSource or
+// OpenServerSource, row_source.h), which describes it once and pins that version for every read.
+// The server source streams rows over the Client's connection settings with several parallel
+// streams over separate connections; every chunk is verified against the table's block checksums
+// before it counts; on transient failures (server restart, connection reset, UNAVAILABLE) it
+// backs off and resumes each stream from its last verified row, so verified bytes are never
+// downloaded twice and unverified bytes never reach the caller's buffer as final data. When the
+// server says the table's file is on this host and the very same file can be opened (same
+// device, inode, size, mtime and content id), it reads the file instead (row_source.h says how).
 //
-// Local fast path: when the server says the table's file is on this host and the client can open
-// the very same file (same device, inode, size, mtime and content id), Load() copies straight from
-// the file with pread(2) instead of streaming (client/row_source.h says how), and OpenLocal() hands
-// out a read-only mapping of it for zero-copy use.
+// A Client holds the connection settings for one target ("host:port", "unix:/path" or any gRPC
+// target URI), with optional TLS and a bearer token.
 //
-// Thread safety: a Client may be used from several threads at once; each Load() uses its own
-// connections. Callbacks in LoadOptions run on the thread that called Load().
+// Thread safety: a Client may be used from several threads at once.
 #ifndef EMBSTORE_CLIENT_CLIENT_H_
 #define EMBSTORE_CLIENT_CLIENT_H_
 
@@ -52,19 +53,6 @@ class Client {
   Result<TableDesc> Describe(
       const std::string& table,
       std::optional<std::chrono::steady_clock::time_point> deadline = std::nullopt);
-
-  // Bytes Load() writes for `desc` and `options` (rows in range x row bytes, or x dim x 4 with
-  // to_f32).
-  static Result<std::uint64_t> OutputBytes(const TableDesc& desc, const LoadOptions& options);
-
-  // Loads rows [begin_row, end_row) of `table` into `out`, whose size must be OutputBytes().
-  Result<LoadStats> Load(const std::string& table, std::span<std::byte> out,
-                         const LoadOptions& options = {});
-  // The same for a table already described: loads the version `desc` describes (its content_id
-  // is pinned; a server that has replaced the table answers FailedPrecondition) without asking
-  // the server again.
-  Result<LoadStats> LoadDescribed(const TableDesc& desc, std::span<std::byte> out,
-                                  const LoadOptions& options = {});
 
   // The server's file for `table`, mapped read-only, when this host can open it (same device,
   // inode, size, mtime and content id); NotFound otherwise. The zero-copy path.

@@ -51,11 +51,30 @@ struct SourceOptions {
   ConnectOptions connect;
   // Servers and shards: read the server's file directly when it is this host's.
   bool allow_local = true;
-  // Manifests: describe every shard now (OpenShardedSource).
+  // Manifests: open every shard now (OpenShardedSource).
   bool describe_shards = true;
   // Servers: bounds connecting and describing (OpenServerSource).
   std::chrono::milliseconds open_timeout{0};
 };
+
+// The logical table of the shard manifest at `manifest_path` (sharded.h): a RowSource whose
+// shards are child sources, each opened with OpenSource(shard's target, {.table = shard's table}
+// and `options`' connect and allow_local) the first time it is needed, checked against the
+// manifest and kept. With options.describe_shards, every shard is opened now, which fills
+// desc().has_keys, block_rows and key_bytes (and fails if one cannot be opened); without it,
+// nothing is contacted until rows are read, so rows of the shards that are up can be read while
+// another is down. CopyRows reads the shards a range overlaps in parallel, each with the read's
+// options; a shard on a server that cannot be reached when its part starts is waited for, with
+// the read's backoff, for up to max_attempts attempts (kResume events whose `stream` is the
+// shard). CopyKeys asks the shards in turn: all keys of shard 0, then the ones it lacked of shard
+// 1, and so on.
+Result<std::unique_ptr<RowSource>> OpenShardedSource(const std::string& manifest_path,
+                                                     const SourceOptions& options = {});
+
+// Whether `location` has the form of a server target: a scheme gRPC knows (unix:, unix-abstract:,
+// dns:, ipv4:, ipv6:), or anything with a ':' and no '/' (HOST:PORT). Checked no further: the
+// address itself is checked when it is connected to.
+bool IsServerTarget(std::string_view location);
 
 // The table at `location` (and options.table), opened and described. Errors name the location
 // and, where one was needed or given, the table.

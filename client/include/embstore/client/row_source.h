@@ -136,19 +136,7 @@ Result<std::unique_ptr<RowSource>> OpenServerSource(
     const ConnectOptions& connect, const std::string& table, bool allow_local = true,
     std::chrono::milliseconds open_timeout = std::chrono::milliseconds(0));
 
-// The logical table of the shard manifest at `manifest_path`. `connect` gives TLS, token and
-// timeouts (each shard has its target). With `describe_shards`, every shard is described and
-// checked against the manifest now, which fills desc().has_keys, block_rows and key_bytes (and
-// fails if a shard's server is down); without it, nothing is contacted until rows are read, and
-// CopyRows waits for a shard whose server is restarting (ShardedTable::Load), so rows of the
-// shards that are up can be read while another is down.
-// CopyKeys asks the shards in turn (all keys of shard 0, then the ones it lacked of shard 1, ...),
-// through a server source of each shard opened at its first lookup and checked against the
-// manifest.
-Result<std::unique_ptr<RowSource>> OpenShardedSource(const std::string& manifest_path,
-                                                     const ConnectOptions& connect,
-                                                     bool allow_local = true,
-                                                     bool describe_shards = true);
+// The logical table of a shard manifest: OpenShardedSource (open_source.h).
 
 }  // namespace embstore::client
 

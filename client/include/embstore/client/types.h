@@ -67,7 +67,7 @@ struct TableDesc {
   std::optional<ServerFile> file;
 };
 
-// Cancels Load() calls from any thread.
+// Cancels reads (RowSource::CopyRows, WriteRows, CopyKeys) from any thread.
 class CancelToken {
  public:
   void Cancel();
@@ -82,7 +82,7 @@ class CancelToken {
   std::set<void*> contexts_;  // grpc::ClientContext* of the calls in flight
 };
 
-// Something a Load() noticed that is worth logging: a resume after a failure, a chunk that failed
+// Something a read noticed that is worth logging: a resume after a failure, a chunk that failed
 // verification and was fetched again, the choice of the local path.
 struct LoadEvent {
   enum class Kind { kResume, kBadChunk, kLocal };
@@ -92,7 +92,7 @@ struct LoadEvent {
   std::string message;
 };
 
-// How rows are read, whatever the source (Client::Load, RowSource::CopyRows).
+// How rows are read, whatever the source (RowSource::CopyRows, WriteRows, CopyKeys).
 struct ReadOptions {
   // Parallel streams from a server, or reader threads for a local file; 0 picks DefaultStreams()
   // (capped by the number of blocks).
@@ -116,13 +116,7 @@ struct ReadOptions {
   std::function<void(int stream, std::uint64_t first_row)> after_chunk;
 };
 
-// Client::Load: a row range of a table named per call.
-struct LoadOptions : ReadOptions {
-  std::uint64_t begin_row = 0;
-  std::optional<std::uint64_t> end_row;  // default: the table's last row
-  bool allow_local = true;               // use the local fast path when the file is reachable
-};
-
+// What a read did (RowSource::CopyRows, WriteRows).
 struct LoadStats {
   std::uint64_t rows = 0;
   std::uint64_t bytes = 0;       // bytes written into the caller's buffer
