@@ -15,7 +15,7 @@ namespace {
 class FileSource final : public RowSource {
  public:
   explicit FileSource(std::unique_ptr<internal::FileReader> reader) : reader_(std::move(reader)) {
-    desc_ = internal::DescribeFile(reader_->table(), store::TableNameOfFile(reader_->path()));
+    desc_ = store::DescribeTable(reader_->table(), store::TableNameOfFile(reader_->path()));
     desc_.file = reader_->file();
   }
 
@@ -44,23 +44,6 @@ class FileSource final : public RowSource {
 }  // namespace
 
 namespace internal {
-
-TableDesc DescribeFile(const store::Table& t, const std::string& name) {
-  TableDesc d;
-  d.name = name;
-  d.rows = t.rows();
-  d.dim = t.dim();
-  d.dtype = t.dtype();
-  d.row_bytes = t.row_bytes();
-  d.content_id = store::ContentId(t);
-  d.block_rows = t.block_rows();
-  d.num_blocks = t.num_blocks();
-  d.has_keys = t.has_keys();
-  d.key_bytes = t.key_bytes();
-  d.format_version = t.format_version();
-  d.metadata = t.user_metadata();
-  return d;
-}
 
 Status CheckKeyLookup(const std::string& name, bool has_keys, std::uint64_t per_row,
                       std::size_t keys, std::size_t out_bytes) {

@@ -48,7 +48,7 @@ class ObjectSource final : public RowSource {
         data_offset_(data_offset),
         reader_(std::move(reader)),
         copy_path_(std::move(copy_path)) {
-    desc_ = internal::DescribeFile(reader_->table(), store::TableNameOfFile(url_.key));
+    desc_ = store::DescribeTable(reader_->table(), store::TableNameOfFile(url_.key));
     present_.assign(reader_->table().num_blocks(), false);
   }
   ~ObjectSource() override { ::close(fd_); }

@@ -14,9 +14,6 @@
 
 namespace embstore::client::internal {
 
-// The description of a local table, as a server would give it (no file identity).
-TableDesc DescribeFile(const store::Table& table, const std::string& name);
-
 // What every CopyKeys checks first: that table `name` has keys, and that `out_bytes` holds
 // `keys` rows of `per_row` bytes.
 Status CheckKeyLookup(const std::string& name, bool has_keys, std::uint64_t per_row,

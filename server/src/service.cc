@@ -8,6 +8,8 @@
 #include <string>
 
 #include "embstore/proto/dtype.h"
+#include "embstore/proto/table_info.h"
+#include "embstore/store/table_desc.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
 
@@ -52,31 +54,10 @@ Service::Service(std::shared_ptr<Catalog> catalog, ServiceOptions options)
     : catalog_(std::move(catalog)), options_(options) {}
 
 void Service::FillTableInfo(const TableEntry& entry, bool with_metadata, v1::TableInfo* info) {
-  const store::Table& t = entry.table();
-  info->set_name(entry.name());
-  info->set_rows(t.rows());
-  info->set_dim(t.dim());
-  info->set_dtype(ToProto(t.dtype()));
-  info->set_row_bytes(t.row_bytes());
-  info->set_content_id(entry.content_id());
-  info->set_generation(entry.generation());
-  info->set_block_rows(t.block_rows());
-  info->set_num_blocks(t.num_blocks());
-  info->set_checksum_algorithm(std::string(store::kChecksumName));
-  info->set_has_keys(t.has_keys());
-  info->set_key_count(t.has_keys() ? t.rows() : 0);
-  info->set_key_bytes(t.has_keys() ? t.key_bytes() : 0);
-  info->set_format_version(t.format_version());
-  info->set_data_offset(t.data_offset());
-  if (with_metadata) {
-    for (const auto& [k, v] : t.user_metadata()) (*info->mutable_metadata())[k] = v;
-  }
-  v1::FileIdentity* f = info->mutable_file();
-  f->set_path(entry.path());
-  f->set_device(entry.file().device);
-  f->set_inode(entry.file().inode);
-  f->set_size(entry.file().size);
-  f->set_mtime_ns(entry.file().mtime_ns);
+  store::TableDesc d = store::DescribeTable(entry.table(), entry.name(), entry.content_id());
+  d.generation = entry.generation();
+  d.file = store::ServerFile{entry.path(), entry.file()};
+  proto::ToTableInfo(d, with_metadata, info);
 }
 
 Result<std::shared_ptr<const TableEntry>> Service::Resolve(

@@ -1,5 +1,7 @@
 #include "embstore/store/table.h"
 
+#include "embstore/store/table_desc.h"
+
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -541,6 +543,28 @@ std::uint64_t ContentId(const Table& t) {
   words.push_back(t.block_rows());
   for (std::uint64_t b = 0; b < t.num_blocks(); ++b) words.push_back(t.BlockChecksum(b));
   return Checksum64(std::as_bytes(std::span<const std::uint64_t>(words)));  // little-endian host
+}
+
+TableDesc DescribeTable(const Table& t, std::string name) {
+  return DescribeTable(t, std::move(name), ContentId(t));
+}
+
+TableDesc DescribeTable(const Table& t, std::string name, std::uint64_t content_id) {
+  TableDesc d;
+  d.name = std::move(name);
+  d.rows = t.rows();
+  d.dim = t.dim();
+  d.dtype = t.dtype();
+  d.row_bytes = t.row_bytes();
+  d.content_id = content_id;
+  d.block_rows = t.block_rows();
+  d.num_blocks = t.num_blocks();
+  d.has_keys = t.has_keys();
+  d.key_bytes = t.has_keys() ? t.key_bytes() : 0;
+  d.format_version = t.format_version();
+  d.data_offset = t.data_offset();
+  d.metadata = t.user_metadata();
+  return d;
 }
 
 }  // namespace embstore::store

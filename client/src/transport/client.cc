@@ -9,6 +9,7 @@
 #include <thread>
 
 #include "embstore/proto/dtype.h"
+#include "embstore/proto/table_info.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
 #include "embstore/v1/embstore.grpc.pb.h"
@@ -23,44 +24,6 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 using proto::FromProto;
-
-Result<TableDesc> ToDesc(const v1::TableInfo& t, const std::string& o_target) {
-  auto dtype = FromProto(t.dtype());
-  if (!dtype) {
-    return Status::Unimplemented("table '" + t.name() +
-                                 "' has a dtype this client does not know (" +
-                                 std::to_string(t.dtype()) + ")");
-  }
-  TableDesc d;
-  d.name = t.name();
-  d.rows = t.rows();
-  d.dim = t.dim();
-  d.dtype = *dtype;
-  d.row_bytes = t.row_bytes();
-  d.content_id = t.content_id();
-  d.generation = t.generation();
-  d.block_rows = t.block_rows();
-  d.num_blocks = t.num_blocks();
-  d.has_keys = t.has_keys();
-  d.key_bytes = t.key_bytes();
-  d.format_version = t.format_version();
-  for (const auto& [k, v] : t.metadata()) d.metadata[k] = v;
-  if (t.has_file() && !t.file().path().empty()) {
-    d.file = ServerFile{t.file().path(), FileIdentity{t.file().device(), t.file().inode(),
-                                                      t.file().size(), t.file().mtime_ns()}};
-  }
-  // A description is input from the network: its sizes go through the same overflow-checked
-  // arithmetic as a file's header before anything is sized from them.
-  auto g = store::ComputeGeometry(d.rows, d.dim, store::DTypeSize(d.dtype), d.block_rows,
-                                  "server '" + o_target + "' described table '" + d.name + "'");
-  if (!g.ok()) return Status::Corruption(g.status().message());
-  if (d.row_bytes != g->row_bytes || d.num_blocks != g->num_blocks) {
-    return Status::Internal("server described table '" + d.name + "' inconsistently (row_bytes " +
-                            std::to_string(d.row_bytes) + ", dim " + std::to_string(d.dim) +
-                            ", block_rows " + std::to_string(d.block_rows) + ")");
-  }
-  return d;
-}
 
 }  // namespace
 
@@ -102,7 +65,7 @@ Result<std::vector<TableDesc>> Client::ListTables() {
   if (!s.ok()) return internal::FromGrpc(s, options_.target);
   std::vector<TableDesc> out;
   for (const auto& t : resp.tables()) {
-    EMBSTORE_ASSIGN_OR_RETURN(auto d, ToDesc(t, options_.target));
+    EMBSTORE_ASSIGN_OR_RETURN(auto d, proto::FromTableInfo(t, "server '" + options_.target + "'"));
     out.push_back(std::move(d));
   }
   return out;
@@ -120,7 +83,7 @@ Result<TableDesc> Client::Describe(const std::string& table,
   v1::TableInfo info;
   grpc::Status s = impl_->stub->DescribeTable(&ctx, req, &info);
   if (!s.ok()) return internal::FromGrpc(s, options_.target);
-  return ToDesc(info, options_.target);
+  return proto::FromTableInfo(info, "server '" + options_.target + "'");
 }
 
 Result<std::shared_ptr<const store::Table>> Client::OpenLocal(const TableDesc& desc) {

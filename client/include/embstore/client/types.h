@@ -18,6 +18,7 @@
 
 #include "embstore/common/file_identity.h"
 #include "embstore/store/dtype.h"
+#include "embstore/store/table_desc.h"
 
 namespace embstore::client {
 
@@ -44,28 +45,10 @@ struct ConnectOptions {
   std::string load_balancing;
 };
 
-// Where a table's file lives on the server's host (see PROTOCOL.md, "Local fast path").
-struct ServerFile {
-  std::string path;
-  FileIdentity identity;
-};
-
-struct TableDesc {
-  std::string name;
-  std::uint64_t rows = 0;
-  std::uint64_t dim = 0;
-  store::DType dtype = store::DType::kF32;
-  std::uint64_t row_bytes = 0;
-  std::uint64_t content_id = 0;
-  std::uint64_t generation = 0;
-  std::uint64_t block_rows = 0;
-  std::uint64_t num_blocks = 0;
-  bool has_keys = false;
-  std::uint64_t key_bytes = 0;
-  int format_version = 0;
-  std::map<std::string, std::string> metadata;  // user metadata (Describe only)
-  std::optional<ServerFile> file;
-};
+// A table's description (store/table_desc.h): the same struct for a file, an object, a server's
+// table and a manifest's logical table.
+using store::ServerFile;
+using store::TableDesc;
 
 // Cancels reads (RowSource::CopyRows, WriteRows, CopyKeys) from any thread.
 class CancelToken {
