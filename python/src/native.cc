@@ -7,6 +7,8 @@
 // them (64-byte aligned, writable) and passes them in.
 #include <Python.h>
 #include <nanobind/nanobind.h>
+#include <sys/mman.h>
+#include <unistd.h>
 #include <nanobind/ndarray.h>
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
@@ -14,9 +16,11 @@
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdint>
 #include <cstring>
 #include <functional>
 #include <map>
@@ -326,6 +330,184 @@ class PyTable {
   std::shared_ptr<const store::Table> table_;
 };
 
+// Zero pages, for the TF1 loader (embstore/tf/_graph.py).
+//
+// TensorFlow's graph optimizer folds a large zeros initializer into a constant that the session
+// keeps for its life, and a resource variable initialized from it shares the constant's buffer:
+// the first write into the variable copies it, and the constant's pages stay resident, a second
+// variable's worth of memory that nobody reads again. Those pages hold only zeros, and a private
+// anonymous page whose frame is taken away reads back as zeros, so no value anyone can see
+// changes when the loader moves them into the array it fills (mremap with MREMAP_DONTUNMAP,
+// Linux 5.7+: the new array needs no fresh pages, which the kernel would have to find and zero,
+// so filling it costs the copy of the rows alone) or, where pages cannot move, releases them
+// (madvise MADV_DONTNEED). Only for memory that nothing writes meanwhile: a write into a page
+// between the check and the move would be lost.
+
+#ifndef MREMAP_DONTUNMAP
+#define MREMAP_DONTUNMAP 4  // Linux 5.7; older headers lack it, older kernels refuse it (EINVAL)
+#endif
+
+constexpr std::size_t kZeroBlock = 2 << 20;  // scanned, moved and released this much at a time
+constexpr std::size_t kPmd = 2 << 20;        // page tables move whole at the same 2 MiB offset
+
+std::size_t PageBytes() { return static_cast<std::size_t>(::sysconf(_SC_PAGESIZE)); }
+
+struct PageRange {
+  std::uintptr_t start = 0, end = 0;
+  std::size_t size() const { return end - start; }
+};
+
+// Whether [start, end) lies in writable private anonymous mappings only (not a file, not shared
+// memory: there, a released page would read back the file's bytes, not zeros).
+bool PrivateAnonymous(std::uintptr_t start, std::uintptr_t end) {
+  std::FILE* maps = std::fopen("/proc/self/maps", "re");
+  if (maps == nullptr) return false;
+  std::uintptr_t covered = start;
+  char line[4096];
+  bool ok = false;
+  while (std::fgets(line, sizeof line, maps) != nullptr) {
+    unsigned long lo = 0, hi = 0, offset = 0, inode = 0;
+    char perms[8] = {0};
+    int path_at = 0;
+    if (std::sscanf(line, "%lx-%lx %7s %lx %*s %lu %n", &lo, &hi, perms, &offset, &inode,
+                    &path_at) < 5) {
+      continue;
+    }
+    if (hi <= covered || lo >= end) continue;
+    std::string_view path = path_at > 0 ? std::string_view(line + path_at) : std::string_view();
+    while (!path.empty() && (path.back() == '\n' || path.back() == ' ')) path.remove_suffix(1);
+    const bool anonymous = path.empty() || path == "[heap]" || path.starts_with("[anon");
+    // (The offset of an anonymous mapping is not 0 once it has moved; the inode is.)
+    if (lo > covered || std::string_view(perms) != "rw-p" || inode != 0 || !anonymous) {
+      break;
+    }
+    covered = hi;
+    if (covered >= end) {
+      ok = true;
+      break;
+    }
+  }
+  std::fclose(maps);
+  return ok;
+}
+
+// The whole pages inside a C-contiguous buffer, when moving or releasing them is safe: on Linux,
+// at least one block, private anonymous memory.
+std::optional<PageRange> WholePages(const void* data, std::size_t nbytes) {
+  const std::size_t page = PageBytes();
+  const auto addr = reinterpret_cast<std::uintptr_t>(data);
+  PageRange r{(addr + page - 1) / page * page, (addr + nbytes) / page * page};
+  if (data == nullptr || r.end <= r.start || r.size() < kZeroBlock ||
+      !PrivateAnonymous(r.start, r.end)) {
+    return std::nullopt;
+  }
+  return r;
+}
+
+bool AllZero(std::uintptr_t at, std::size_t n) {
+  const auto* w = reinterpret_cast<const std::uint64_t*>(at);
+  for (std::size_t i = 0; i < n / 8; i += 512) {  // 4 KiB at a time, OR-reduced
+    std::uint64_t acc = 0;
+    const std::size_t stop = std::min(n / 8, i + 512);
+    for (std::size_t j = i; j < stop; ++j) acc |= w[j];
+    if (acc != 0) return false;
+  }
+  return true;
+}
+
+// Bytes from the start of `r` that are zero, in whole blocks (the last may be shorter).
+std::size_t ZeroPrefix(const PageRange& r) {
+  std::size_t n = 0;
+  while (n < r.size()) {
+    const std::size_t block = std::min(kZeroBlock, r.size() - n);
+    if (!AllZero(r.start + n, block)) break;
+    n += block;
+  }
+  return n;
+}
+
+// Releases the zero pages at the start of `r`, block by block, up to the first block that holds
+// anything else. Returns the bytes released.
+std::size_t ReleaseZeroPrefix(const PageRange& r) {
+  std::size_t n = 0;
+  while (n < r.size()) {
+    const std::size_t block = std::min(kZeroBlock, r.size() - n);
+    if (!AllZero(r.start + n, block) ||
+        ::madvise(reinterpret_cast<void*>(r.start + n), block, MADV_DONTNEED) != 0) {
+      break;
+    }
+    n += block;
+  }
+  return n;
+}
+
+// Any array's buffer, when it is C-contiguous (nullopt otherwise: strides are left alone).
+using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
+std::optional<std::pair<const void*, std::size_t>> ContiguousBytes(const AnyArray& a) {
+  std::int64_t expect = 1;
+  for (std::size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expect) return std::nullopt;
+    expect *= static_cast<std::int64_t>(a.shape(i));
+  }
+  return std::make_pair(a.data(), a.nbytes());
+}
+
+std::optional<PageRange> ZeroCandidate(const AnyArray& a) {
+  auto bytes = ContiguousBytes(a);
+  if (!bytes) return std::nullopt;
+  return WholePages(bytes->first, bytes->second);
+}
+
+struct Mapping {
+  void* base;
+  std::size_t size;
+};
+
+// A new page-aligned writable uint8 array of `nbytes` that owns the zero pages at the start of
+// `donor` (moved, not copied). Where pages cannot move (a kernel without MREMAP_DONTUNMAP, a
+// donor that is not private anonymous memory or does not start with a block of zeros), the
+// donor's zero pages are released instead and the result is None. Either way `donor` still
+// reads as it did.
+nb::object TakeZeroPages(const AnyArray& donor, std::size_t nbytes) {
+  auto r = ZeroCandidate(donor);
+  if (!r || nbytes < kZeroBlock) return nb::none();
+  const std::size_t page = PageBytes();
+  std::optional<Mapping> made;
+  std::uintptr_t at = 0;
+  {
+    nb::gil_scoped_release nogil;
+    const std::size_t moved = std::min(ZeroPrefix(*r), nbytes / page * page);
+    if (moved > 0) {
+      const std::size_t size = (nbytes + page - 1) / page * page + kPmd;
+      void* base = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                          -1, 0);
+      if (base != MAP_FAILED) {
+        const auto b = reinterpret_cast<std::uintptr_t>(base);
+        at = b + (r->start - b) % kPmd;  // the donor's offset in its 2 MiB region
+        void* got = ::mremap(reinterpret_cast<void*>(r->start), moved, moved,
+                             MREMAP_MAYMOVE | MREMAP_FIXED | MREMAP_DONTUNMAP,
+                             reinterpret_cast<void*>(at));
+        if (got == reinterpret_cast<void*>(at)) {
+          made = Mapping{base, size};
+        } else {
+          ::munmap(base, size);
+        }
+      }
+    }
+    if (!made) ReleaseZeroPrefix(*r);
+  }
+  if (!made) return nb::none();
+  auto* owned = new Mapping(*made);
+  nb::capsule owner(owned, [](void* p) noexcept {
+    auto* m = static_cast<Mapping*>(p);
+    ::munmap(m->base, m->size);
+    delete m;
+  });
+  std::size_t shape[1] = {nbytes};
+  return nb::cast(nb::ndarray<nb::numpy, std::uint8_t, nb::ndim<1>>(
+      reinterpret_cast<std::uint8_t*>(at), 1, shape, owner));
+}
+
 }  // namespace
 }  // namespace embstore::python
 
@@ -360,6 +542,32 @@ NB_MODULE(_native, m) {
             [&] { return embstore::client::ListTables(location, c.o); });
       },
       "location"_a, "connect"_a, "The sorted names of the tables at a location.");
+
+  m.def(
+      "starts_with_zero_pages",
+      [](const embstore::python::AnyArray& a) {
+        auto r = embstore::python::ZeroCandidate(a);
+        return r.has_value() &&
+               embstore::python::AllZero(r->start, embstore::python::kZeroBlock);
+      },
+      "array"_a,
+      "Whether the array's buffer is private anonymous memory whose first 2 MiB block of whole "
+      "pages holds only zeros (what take_zero_pages can move or release).");
+  m.def(
+      "release_zero_pages",
+      [](const embstore::python::AnyArray& a) -> std::size_t {
+        auto r = embstore::python::ZeroCandidate(a);
+        if (!r) return 0;
+        nb::gil_scoped_release nogil;
+        return embstore::python::ReleaseZeroPrefix(*r);
+      },
+      "array"_a,
+      "Returns the array's leading all-zero pages to the kernel (they still read zeros); the "
+      "bytes released. 0 for memory that is not private anonymous, strided or under 2 MiB.");
+  m.def("take_zero_pages", &embstore::python::TakeZeroPages, "donor"_a, "nbytes"_a,
+        "A new writable, page-aligned uint8 array of nbytes made of the donor's leading zero "
+        "pages, moved (its values are unspecified, as np.empty's); where they cannot move, they "
+        "are released instead and the result is None. The donor still reads as it did.");
 
   nb::class_<PyConnectOptions>(m, "ConnectOptions")
       .def(

@@ -1,6 +1,7 @@
-"""embstore._pages: all-zero pages of private anonymous memory go back to the kernel
-(release_zero_pages) or move into a new array (zero_pages_into), and the old buffer still reads
-as it did; anything else is left alone."""
+"""The TF1 loader's zero pages (embstore._native): all-zero pages of private anonymous memory go
+back to the kernel (release_zero_pages) or move into a new array (take_zero_pages, which releases
+them where they cannot move), and the old buffer still reads as it did; anything else is left
+alone."""
 import mmap
 import resource
 
@@ -8,9 +9,17 @@ import numpy as np
 
 import pytest
 
-from embstore._pages import _BLOCK, release_zero_pages, zero_pages_into
+from embstore._native import release_zero_pages, starts_with_zero_pages, take_zero_pages
 
 MIB = 1 << 20
+_BLOCK = 2 * MIB  # moved and released in blocks of this size
+
+
+def zero_pages_into(donor, shape, dtype):
+    """take_zero_pages as the TF1 loader uses it: an array of `shape` and `dtype`, or None."""
+    dtype = np.dtype(dtype)
+    pages = take_zero_pages(donor, int(np.prod(shape)) * dtype.itemsize)
+    return None if pages is None else pages.view(dtype).reshape(shape)
 
 
 def rss_bytes():
@@ -60,8 +69,13 @@ def test_stops_at_the_first_block_that_is_not_zero():
 
 def test_nonzero_buffer_is_untouched():
     a = np.full(16 * MIB // 4, 0.25, np.float32)
+    assert not starts_with_zero_pages(a)
     assert release_zero_pages(a) == 0
     assert (a == 0.25).all()
+    z = np.zeros(16 * MIB // 4, np.float32)
+    z[:] = 0
+    assert starts_with_zero_pages(z)
+    assert not starts_with_zero_pages(z[::2])
 
 
 def test_small_or_strided_buffers_are_left_alone():

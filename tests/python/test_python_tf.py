@@ -93,6 +93,75 @@ def test_graph_mode_partitioned_variable(table):
     assert len(parts) == 3
 
 
+@pytest.mark.parametrize("kind", ["ref", "resource", "partitioned"])
+def test_initialize_writes_in_place_over_trained_values_and_again_once_finalized(kind, table,
+                                                                               make_table_bin,
+                                                                               tmp_path):
+    # Variables that hold other values (trained, or a non-zero initializer) are written where
+    # they are, chunk by chunk (701 rows: the last chunk is short); the ops added by the first
+    # call serve a second one after the graph is finalized; narrower variables are rounded.
+    want = expected_matrix(ROWS, DIM)
+    g = tf.Graph()
+    with g.as_default():
+        v = tf.compat.v1.get_variable(
+            "item_mat", [ROWS, DIM], initializer=tf.compat.v1.constant_initializer(3.5),
+            use_resource=kind != "ref",
+            partitioner=tf.compat.v1.fixed_size_partitioner(3) if kind == "partitioned" else None)
+        h = tf.compat.v1.get_variable("half", [ROWS, DIM], dtype=tf.bfloat16,
+                                      initializer=tf.compat.v1.ones_initializer(),
+                                      use_resource=kind != "ref")
+        with tf.compat.v1.Session(graph=g) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            embstore.tf.initialize(sess, {v: "item_mat", h: "item_mat"}, table, chunk_rows=701)
+            read = lambda x: np.concatenate([sess.run(p) for p in x]) if kind == "partitioned" \
+                else sess.run(x)  # noqa: E731
+            np.testing.assert_array_equal(read(v), want)
+            np.testing.assert_array_equal(sess.run(h).astype(np.float32),
+                                          want.astype(tf.bfloat16.as_numpy_dtype)
+                                          .astype(np.float32))
+            sess.run([p.assign(tf.zeros_like(p)) for p, _ in _parts(v)])
+            g.finalize()
+            embstore.tf.initialize(sess, {v: ("item_mat", (0, ROWS))}, table)
+            np.testing.assert_array_equal(read(v), want)
+            # A bad block mid-table: embstore's own error, naming the block, not TensorFlow's.
+            bad = tmp_path / "bad.emb"
+            data = bytearray(open(table, "rb").read())
+            data[_data_offset(make_table_bin, table) + 2500 * DIM * 4] ^= 0x40
+            bad.write_bytes(bytes(data))
+            with pytest.raises(embstore.errors.CorruptionError, match="block"):
+                embstore.tf.initialize(sess, {v: None}, bad, chunk_rows=701)
+
+
+def test_initialize_adopts_into_the_zero_pages_of_a_bfloat16_variable(make_table_bin, tmp_path):
+    # Large enough (3.2 MB) for its folded zeros to be taken over; bfloat16 reaches the page
+    # move as bytes.
+    rows = 100000
+    path = write_table(make_table_bin, tmp_path / "wide.emb", rows, DIM)
+    g = tf.Graph()
+    with g.as_default():
+        h = tf.compat.v1.get_variable("wide", [rows, DIM], dtype=tf.bfloat16,
+                                      initializer=tf.zeros_initializer(), use_resource=True)
+        with tf.compat.v1.Session(graph=g) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            embstore.tf.initialize(sess, {h: None}, path)
+            got = sess.run(h)
+    np.testing.assert_array_equal(got, expected_matrix(rows, DIM).astype(got.dtype))
+
+
+def _parts(v):
+    from embstore.tf._common import _partitions
+    return _partitions(v)
+
+
+def _data_offset(make_table_bin, path):
+    import json
+    import subprocess
+    cli = make_table_bin.parent.parent / "cli" / "embstore"
+    return json.loads(subprocess.run([str(cli), "inspect", str(path), "--json"],
+                                     capture_output=True, text=True, check=True).stdout)[
+        "data_offset"]
+
+
 def test_column_partitioned_variable_is_refused_with_its_real_shape(table):
     # Once: "variable 'emb' has shape [9000, 4]" for a [3000, 16] variable in 4 column slices.
     g = tf.Graph()
@@ -361,10 +430,10 @@ def test_initialize_after_a_folded_zeros_initializer_adds_chunks_not_a_copy(make
     matrix = expected_matrix(rows, dim)
     assert last == reloaded == matrix[-1, -1]
     assert loaded == np.abs(matrix).max() and again == 0.0
-    from embstore._pages import zero_pages_into
+    from embstore._native import take_zero_pages
     probe = np.ones(4 << 20, np.uint8)
     probe[:] = 0
-    moves = zero_pages_into(probe, probe.shape, probe.dtype) is not None
+    moves = take_zero_pages(probe, probe.nbytes) is not None
     # Moved pages: only the loader's own buffers; released pages: up to a few chunks behind.
     limit = 0.1 if moves else 0.4
     assert extra < rows * dim * 4 * limit, f"{extra / 2**20:.0f} MiB for a 128 MiB variable"

@@ -1,12 +1,14 @@
-"""TF1 graph mode: initialize() feeds assign ops through placeholders; scaffold() does it in a
-Scaffold's init_fn; init_hook() makes each variable's initializer load its rows."""
-import threading
+"""TF1 graph mode: initialize() and scaffold() run a variable's loading ops in a session;
+init_hook() makes them the variable's initializer. One mechanism underneath all three (_Loader):
+numpy_function ops that read the rows straight from the source into arrays TensorFlow takes
+without a copy, written into the variable by AssignVariableOp (a resource variable adopts the
+array as its buffer) or by scatter updates chunk by chunk."""
 import weakref
 
 import numpy as np
 
-from .._core import LoadArgs, Source, _chunks_into, load as _load
-from .._pages import release_zero_pages, starts_with_zero_pages, zero_pages_into
+from .._native_import import _native
+from .._core import LoadArgs, Source, _chunks_into, _fill, aligned_empty
 from ..errors import FailedPreconditionError, InvalidArgumentError
 from ._common import (_check_rows_fit, _check_shape, _chunk_rows, _np_dtype, _is_resource,
                       _partitions, _rows_arg, _scatter_rows, _var_name, tf)
@@ -19,130 +21,200 @@ def _graph_of(specs):
     return next(iter(graphs.values()), None) or tf.compat.v1.get_default_graph()
 
 
-class _Feeder:
-    """Graph-side machinery to fill one variable: placeholders for a row range and its values,
-    and one assign op. Built once per variable; its size does not depend on the table's."""
+class _Request:
+    """What one loading run reads for a variable: its rows of a table, described once, when the
+    request is made (`begin`: the table row of the variable's row 0), with the read keywords of
+    a LoadArgs."""
 
-    def __init__(self, variable):
-        self.variable = variable
-        np_dtype, self.load_dtype = _np_dtype(variable)
-        self.np_dtype = np_dtype
-        with tf.compat.v1.name_scope("embstore_init"):
-            self.begin = tf.compat.v1.placeholder(tf.int64, [], name="begin")
-            self.values = tf.compat.v1.placeholder(variable.dtype.base_dtype,
-                                                   [None] + variable.shape.as_list()[1:],
-                                                   name="values")
-            self.op = _scatter_rows(variable, self.begin, self.values)
-            if not isinstance(self.op, tf.Operation):
-                self.op = self.op.op
-            self.find_zeros = None
-            if _is_resource(variable) and variable.shape.is_fully_defined():
-                current = tf.raw_ops.ReadVariableOp(resource=variable.handle,
-                                                    dtype=variable.dtype.base_dtype)
-                self.find_zeros = tf.numpy_function(self._keep_if_zeros, [current], tf.bool,
-                                                    stateful=True, name="find_zero_pages")
-                loaded = tf.numpy_function(self._load_pending, [], variable.dtype.base_dtype,
-                                           stateful=True, name="load")
-                loaded.set_shape(variable.shape)
-                self.adopt = tf.raw_ops.AssignVariableOp(resource=variable.handle, value=loaded,
-                                                         name="adopt")
-        # The sessions this feeder has written the variable in; the variable's old buffer, found
-        # holding zeros, until _load_pending takes its pages; the thread releasing them where
-        # they cannot move; the read _load_pending does, and what it raised.
+    def __init__(self, src, table, variable, rows, read):
+        self.src, self.table, self.read = src, table, read
+        self.desc = src.describe(table, read.get("local", True))
+        self.begin = _check_shape(variable, src, self.desc, rows)
+
+
+class _Loader:
+    """The loading ops of one variable (partition), built once per graph; their size does not
+    depend on the table's. Whatever runs them, the rows come the same way:
+
+    adopt: (resource variables of known shape) one numpy_function reads every row into one
+        64-byte aligned array, or into the variable's own zero pages moved (see find_zeros), and
+        AssignVariableOp adopts it as the variable's buffer: the rows are copied once, nothing
+        else is allocated.
+    in_place: the variable is written where it is, a chunk at a time: each chunk is read by a
+        numpy_function (the next one on a helper thread meanwhile) and written by a scatter
+        update that runs before the next chunk is asked for; memory above the variable is two
+        chunks.
+    find_zeros: (resource variables) whether the variable's buffer starts with zero pages, a
+        folded zeros initializer's: in graph mode Grappler folds a zeros initializer into a
+        constant that the session keeps and that the variable shares, so a write into the
+        variable would copy it and leave the constant holding a second variable's worth of
+        memory. adopt then moves those pages into the array it fills (_native.take_zero_pages),
+        and the constant's range still reads zeros, so peak memory stays about one variable.
+
+    The numpy_functions read the request that run() (or the installed initializer) sets, so the
+    ops serve every call, before and after the graph is finalized. A loader made for an
+    initializer (init_hook) builds only the ops the initializer runs.
+    """
+
+    def __init__(self, part, first, chunk_rows, own_init=None, for_initializer=False):
+        self.part, self.first = part, first
+        self.np_dtype, self.load_dtype = _np_dtype(part)
+        self.np_dtype = np.dtype(self.np_dtype)
+        self.nrows = int(part.shape[0])
+        self.dims = part.shape.as_list()[1:]
+        self.chunk = _chunk_rows(chunk_rows, int(np.prod(self.dims, dtype=np.int64)),
+                                 self.np_dtype.itemsize)
+        self._make_request = None  # () -> _Request, for the run in progress
+        self._request = None
+        self._chunks = None        # the in-place run's chunk reader
+        self._donor = None         # the variable's old buffer, found holding zeros
+        self._error = None         # what a numpy_function raised, re-raised by run()
+        # The sessions whose variable embstore has written (find_zeros is for the first write).
         self._written = weakref.WeakSet()
-        self._donor = None
-        self._releasing = None
-        self._pending = None
-        self._error = None
+        base = part.dtype.base_dtype
+        whole = _is_resource(part) and part.shape.is_fully_defined()
+        self.adopt = self.find_zeros = self.in_place = None
+        with tf.compat.v1.name_scope("embstore_init"):
+            if whole:
+                loaded = tf.numpy_function(self._all_rows, [], base, stateful=True, name="load")
+                loaded.set_shape(part.shape)
+                self.adopt = tf.raw_ops.AssignVariableOp(resource=part.handle, value=loaded,
+                                                         name="adopt")
+            if for_initializer:
+                # Not initialized yet: a ref variable first gets a buffer (or its own
+                # initializer, when its shape is not fully known).
+                last = self.adopt if whole else self._chain(self._allocate() or own_init)
+                self.initializer = tf.group(last, name="initializer")
+            else:
+                if whole:
+                    current = tf.raw_ops.ReadVariableOp(resource=part.handle, dtype=base)
+                    self.find_zeros = tf.numpy_function(self._keep_if_zeros, [current], tf.bool,
+                                                        stateful=True, name="find_zero_pages")
+                self.in_place = self._chain(None)
+
+    def _allocate(self):
+        """For an initializer: an op that gives a ref variable a buffer of its shape without
+        writing it. Empty is never folded (TensorFlow marks it do-not-optimize) and leaves its
+        pages untouched until the rows land, where the variable's own zeros initializer would be
+        folded into a constant that the first scatter copies."""
+        part = self.part
+        if not part.shape.is_fully_defined():
+            return None
+        empty = tf.raw_ops.Empty(shape=part.shape.as_list(), dtype=part.dtype.base_dtype,
+                                 init=False, name="allocate")
+        return tf.compat.v1.assign(part, empty, validate_shape=True, name="allocate").op
+
+    def _chain(self, first_op):
+        """Scatters of every chunk, one after another, after `first_op` (None: the variable is
+        initialized already). Returns the last op."""
+        last = first_op
+        count = max(1, -(-self.nrows // self.chunk))
+        for k in range(count):
+            off = k * self.chunk
+            n = min(self.chunk, self.nrows - off)
+            with tf.control_dependencies([last] if last is not None else []):
+                values = tf.numpy_function(lambda k=k: self._next_chunk(k), [],
+                                           self.part.dtype.base_dtype, stateful=True, name="load")
+            values.set_shape([n] + self.dims)
+            last = _scatter_rows(self.part, off, values)
+            if not isinstance(last, tf.Operation):
+                last = last.op
+        return last
+
+    def _current(self):
+        if self._request is None:
+            self._request = self._make_request()
+        return self._request
 
     def _keep_if_zeros(self, value):
         """In the session, on the variable's buffer (shared, not copied: the variable has not
-        been read sparsely yet): whether it starts with zero pages, which the load then takes
-        over (_load_pending)."""
-        if not starts_with_zero_pages(value):
+        been read sparsely yet)."""
+        if not value.flags.c_contiguous or \
+                not _native.starts_with_zero_pages(value.reshape(-1).view(np.uint8)):
             return np.bool_(False)
         self._donor = value
         return np.bool_(True)
 
-    def _load_pending(self):
-        """In the session: every row of the variable, read straight into a new array that
-        TensorFlow takes without a copy and AssignVariableOp adopts as the variable's buffer
-        (nothing else holds it). The array is made of the old buffer's zero pages, moved, so the
-        load needs no new memory; where they cannot move, a thread returns them to the kernel
-        while the rows land in a new 64-byte aligned array."""
-        src, table, begin, end, kwargs = self._pending
-        donor, self._donor = self._donor, None
+    def _all_rows(self):
+        """In the session: every row, into a new array that nothing else holds."""
         try:
+            r = self._current()
+            begin = r.begin + self.first
+            shape = (self.nrows,) + tuple(self.dims)
+            donor, self._donor = self._donor, None
             out = None
             if donor is not None:
-                out = zero_pages_into(donor, (end - begin,) + tuple(self.variable.shape[1:]),
-                                      self.np_dtype)
-                if out is None:
-                    # The thread's reference keeps the buffer allocated until its pages are
-                    # released.
-                    self._releasing = threading.Thread(
-                        target=release_zero_pages, args=(donor,),
-                        name="embstore-release-zero-pages", daemon=True)
-                    self._releasing.start()
+                nbytes = int(np.prod(shape, dtype=np.int64)) * self.np_dtype.itemsize
+                # As bytes: the binding knows no bfloat16 (donors are C-contiguous).
+                pages = _native.take_zero_pages(donor.reshape(-1).view(np.uint8), nbytes)
+                if pages is not None:
+                    out = pages.view(self.np_dtype).reshape(shape)
             del donor
-            return _load(src, table, rows=(begin, end), dtype=self.load_dtype, out=out,
-                         **kwargs).astype(self.np_dtype, copy=False)
+            if out is None:
+                out = aligned_empty(shape, self.np_dtype)
+            _fill(r.src, r.table, r.desc, begin, begin + self.nrows, out, **r.read)
+            return out
         except BaseException as e:  # re-raised by run(), as embstore raised it
             self._error = e
             raise
-
-    def _holds_folded_zeros(self, session):
-        """Before the first write in `session`: whether the variable's buffer starts with zeros
-        whose pages the load may take over, so the variable may take a new buffer instead.
-
-        In graph mode Grappler folds a zeros initializer into a constant that the session keeps,
-        and a resource variable initialized from it shares the constant's buffer: a write into
-        the variable would copy it out of the constant and leave the constant holding a second
-        variable's worth of memory that nobody reads again. The load moves those zero pages
-        into the array it fills instead, and the constant's range still reads zeros
-        (embstore._pages; where pages cannot move, a thread returns them to the kernel faster
-        than the rows land), so peak memory stays about one variable. The read that finds the
-        buffer shares it only until the variable's first sparse access, which is why this runs
-        once per session, before embstore's first write."""
-        if self.find_zeros is None or session in self._written:
-            return False
-        self._written.add(session)
-        return bool(session.run(self.find_zeros))
-
-    def _finish_release(self):
-        if self._releasing is not None:
-            self._releasing.join()
-            self._releasing = None
-
-    def run(self, session, src, table, first_row, chunk_rows, **read_kwargs):
-        """read_kwargs: a LoadArgs' read keywords."""
-        rows = int(self.variable.shape[0])
-        desc = src.describe(table)
-        try:
-            if self._holds_folded_zeros(session):
-                # The old buffer is going: the variable adopts a new one holding the rows, read
-                # once, with no chunks and no copy on the way.
-                self._pending = (src, table, first_row, first_row + rows, read_kwargs)
-                try:
-                    session.run(self.adopt)
-                except tf.errors.OpError:
-                    if self._error is not None:
-                        raise self._error from None
-                    raise
-                return
-            # In place: the fed arrays are 64-byte aligned, so the session takes them without a
-            # copy; the scatter copies each row into the variable. Reading the next chunk
-            # overlaps the write.
-            chunk = _chunk_rows(chunk_rows, int(self.variable.shape[1]),
-                                np.dtype(self.np_dtype).itemsize)
-            for off, arr in _chunks_into(src, table, desc, first_row, first_row + rows, chunk,
-                                         self.np_dtype, **read_kwargs):
-                session.run(self.op, {self.begin: off, self.values: arr})
         finally:
-            self._pending = None
+            self._request = None
+
+    def _next_chunk(self, k):
+        """In the session: chunk k of the in-place run (chunk k + 1 is read meanwhile)."""
+        try:
+            if k == 0:
+                r = self._current()
+                begin = r.begin + self.first
+                self._chunks = _chunks_into(r.src, r.table, r.desc, begin, begin + self.nrows,
+                                            self.chunk, self.np_dtype, **r.read)
+            _, rows = next(self._chunks)
+            if (k + 1) * self.chunk >= self.nrows:
+                self._finish()
+            return rows
+        except BaseException as e:
+            self._error = e
+            self._finish()
+            raise
+
+    def _finish(self):
+        if self._chunks is not None:
+            self._chunks.close()
+            self._chunks = None
+        self._request = None
+
+    def install(self, make_request):
+        """Makes this (for_initializer) loader's ops the variable's initializer: `make_request`
+        is called once per initialization."""
+        self._make_request = make_request
+        # Whatever initializes the variables (Scaffold's default init_op,
+        # global_variables_initializer) now loads the table, and a session that restores a
+        # checkpoint runs none of it, as init_from_checkpoint warm-starts variables.
+        self.part._initializer_op = self.initializer
+
+    def run(self, session, request):
+        """Loads the variable in `session` (initialized already) from `request`: adopt when its
+        buffer holds a folded zeros initializer (the old buffer is going), else in place."""
+        self._make_request = lambda: request
+        self._request = None
+        try:
+            adopt = False
+            if self.find_zeros is not None and session not in self._written:
+                # Only before embstore's first write in this session: the read shares the
+                # variable's buffer only until its first sparse access.
+                self._written.add(session)
+                adopt = bool(session.run(self.find_zeros))
+            try:
+                session.run(self.adopt if adopt else self.in_place)
+            except tf.errors.OpError:
+                if self._error is not None:
+                    raise self._error from None
+                raise
+        finally:
+            self._make_request = None
             self._donor = None
             self._error = None
-            self._finish_release()
+            self._finish()
 
 
 def _specs(mapping):
@@ -156,52 +228,56 @@ def _specs(mapping):
     return out
 
 
-# Feeders already built, per graph and variable (partition) name: initialize() adds its ops to a
-# graph once, and can run again after the graph was finalized.
-_FEEDERS = weakref.WeakKeyDictionary()
+# Loaders already built, per graph and variable (partition) name: initialize() adds its ops to a
+# graph once (chunked by the first call's chunk_rows), and can run again after the graph was
+# finalized.
+_LOADERS = weakref.WeakKeyDictionary()
 
 
-def _feeders(graph, specs, caller):
-    """[(feeder, table, rows, first_row, variable)] for the checked mapping `specs`."""
-    built = _FEEDERS.setdefault(graph, {})
+def _loaders(graph, specs, chunk_rows, caller):
+    """[(loader, table, rows, variable)] for the checked mapping `specs`."""
+    built = _LOADERS.setdefault(graph, {})
     out = []
     for variable, table, rows in specs:
         for part, first in _partitions(variable):
-            feeder = built.get(part.name)
-            if feeder is None:
+            loader = built.get(part.name)
+            if loader is None:
                 if graph.finalized:
                     raise FailedPreconditionError(
                         f"embstore.tf.{caller}(): the graph is finalized, so embstore cannot add "
-                        f"the assign op for variable {_var_name(part)!r}. Call "
+                        f"the loading ops for variable {_var_name(part)!r}. Call "
                         f"embstore.tf.initialize() once before the graph is finalized (later "
                         f"calls reuse its ops), or build embstore.tf.init_hook() or "
                         f"embstore.tf.scaffold() before MonitoredTrainingSession starts")
                 with graph.as_default():
-                    feeder = built[part.name] = _Feeder(part)
-            out.append((feeder, table, rows, first, variable))
+                    loader = built[part.name] = _Loader(part, first, chunk_rows)
+            out.append((loader, table, rows, variable))
     return out
 
 
-def _run_feeders(session, feeders, src, chunk_rows, read_kwargs):
-    for feeder, table, rows, first, variable in feeders:
-        begin = _check_shape(variable, src, src.describe(table), rows)
-        feeder.run(session, src, table, begin + first, chunk_rows, **read_kwargs)
+def _run_loaders(session, loaders, src, read):
+    requests = {}  # one per variable, for all its partitions
+    for loader, table, rows, variable in loaders:
+        request = requests.get(id(variable))
+        if request is None:
+            request = requests[id(variable)] = _Request(src, table, variable, rows, read)
+        loader.run(session, request)
 
 
 def initialize(session, mapping, source, *, chunk_rows=None, **load_kwargs):
     """TF1 graph mode: fills variables from tables in `session`.
 
     mapping: {variable: "table"} or {variable: ("table", (begin, end))}.
-    The first call for a variable adds a few placeholders and assign ops per variable
-    (partition) to the session's graph; later calls reuse them, also once the graph is finalized.
-    The table's values are read at run time and never stored in the graph. A resource variable
-    that holds zeros (a zeros initializer) adopts one new array of its rows while its old pages
-    go back to the kernel; any other variable is written in place, chunk_rows at a time.
+    The first call for a variable adds its loading ops (a few per chunk) to the session's graph;
+    later calls reuse them, also once the graph is finalized. The table's values are read at run
+    time and never stored in the graph. A resource variable that holds zeros (a zeros
+    initializer) adopts one new array of its rows, made of its old zero pages; any other variable
+    is written in place, chunk_rows at a time.
     """
     specs = _specs(mapping)
-    feeders = _feeders(session.graph, specs, "initialize")
+    loaders = _loaders(session.graph, specs, chunk_rows, "initialize")
     args = LoadArgs(load_kwargs, "embstore.tf")
-    _run_feeders(session, feeders, args.resolve(source), chunk_rows, args.read)
+    _run_loaders(session, loaders, args.resolve(source), args.read)
 
 
 def scaffold(mapping, source, *, base=None, chunk_rows=None, **load_kwargs):
@@ -211,19 +287,19 @@ def scaffold(mapping, source, *, base=None, chunk_rows=None, **load_kwargs):
     manager calls init_fn only when it initializes the variables instead of restoring a
     checkpoint, and before any hook runs, so the first checkpoint already holds the table and a
     restored run keeps its trained values. Call it in the variables' graph before the session is
-    created (it adds its assign ops then). The graph gets only placeholders and assign ops.
+    created (it adds its loading ops then). The graph holds no table values.
 
     mapping: as for initialize().
     base: a Scaffold to copy the other fields from; its own init_fn runs first.
     """
     specs = _specs(mapping)
-    feeders = _feeders(_graph_of(specs), specs, "scaffold")
+    loaders = _loaders(_graph_of(specs), specs, chunk_rows, "scaffold")
     args = LoadArgs(load_kwargs, "embstore.tf")
 
     def init_fn(_, session):
         if base is not None and base.init_fn is not None:
             base.init_fn(session)
-        _run_feeders(session, feeders, args.resolve(source), chunk_rows, args.read)
+        _run_loaders(session, loaders, args.resolve(source), args.read)
 
     return tf.compat.v1.train.Scaffold(init_fn=init_fn, copy_from_scaffold=base)
 
@@ -250,90 +326,13 @@ class _LazySource:
 _INSTALLED = weakref.WeakKeyDictionary()
 
 
-def _row_loader(variable, table, rows, source, load_kwargs):
-    """load(first, n, dtype): rows [first, first + n) of the variable, from the table."""
-    def load(first, n, dtype):
-        src = source.get()
-        begin = _check_shape(variable, src, src.describe(table), rows)
-        return _load(src, table, rows=(begin + first, begin + first + n), dtype=dtype,
-                     **load_kwargs)
-    return load
-
-
-def _allocate(part):
-    """An op that gives ref variable `part` a buffer of its shape without writing it, or None
-    when its shape is not fully known.
-
-    The chunks overwrite every row, so running the variable's own initializer first would only
-    cost time and memory: in graph mode Grappler folds a zeros_initializer into a constant that
-    the session keeps and that shares the variable's buffer, and the first scatter then copies
-    the whole variable (two variables' worth for the life of the session). Empty is never folded
-    (TensorFlow marks it do-not-optimize) and leaves its pages untouched until the rows land.
-    """
-    if not part.shape.is_fully_defined():
-        return None
-    empty = tf.raw_ops.Empty(shape=part.shape.as_list(), dtype=part.dtype.base_dtype, init=False,
-                             name="allocate")
-    return tf.compat.v1.assign(part, empty, validate_shape=True, name="allocate").op
-
-
-def _install_loading_initializer(owner, part, first, load, chunk_rows):
-    """Makes `part`'s initializer load its rows of the table instead of running its own
-    initializer (every row is overwritten, and a folded zeros constant would double the variable
-    in memory, see _allocate).
-
-    A resource variable gets all its rows from one numpy_function: the array is read straight
-    from the source (64-byte aligned, owned by nobody else), and AssignVariableOp adopts its
-    buffer as the variable's, so the rows are copied once and nothing but the variable is
-    allocated. A ref variable's Assign copies its input, so it gets an empty buffer and then its
-    rows chunk by chunk, each fetched by a numpy_function and written by a scatter update.
-
-    Whatever initializes the variables (Scaffold's default init_op, global_variables_initializer)
-    now loads the table, and a session that restores a checkpoint runs none of it. This is how
-    tf.compat.v1.train.init_from_checkpoint warm-starts variables, too.
-    """
-    installed = _INSTALLED.setdefault(part.graph, {})
-    previous = installed.get(part.name)
-    if previous is not None and previous[0] is owner:
-        return  # this hook's begin() already ran for this graph (a second session)
-    own_init = previous[1] if previous is not None else part.initializer
-    np_dtype, load_dtype = _np_dtype(part)
-    nrows = int(part.shape[0])
-    dims = part.shape.as_list()[1:]
-    chunk = _chunk_rows(chunk_rows, int(np.prod(dims, dtype=np.int64)), np.dtype(np_dtype).itemsize)
-
-    def fetch(off, n):
-        return load(first + off, n, load_dtype).astype(np_dtype, copy=False)
-
-    def fetched(off, n, after=None):
-        with tf.control_dependencies([after] if after is not None else []):
-            values = tf.numpy_function(lambda: fetch(off, n), [], part.dtype.base_dtype,
-                                       stateful=True, name="load")
-        values.set_shape([n] + dims)
-        return values
-
-    with part.graph.as_default(), tf.compat.v1.name_scope("embstore_init"):
-        if _is_resource(part) and part.shape.is_fully_defined():
-            last = tf.raw_ops.AssignVariableOp(resource=part.handle, value=fetched(0, nrows),
-                                               name="assign")
-        else:
-            last = _allocate(part) or own_init
-            for off in range(0, nrows, chunk):
-                # The control dependency orders the chunks: one chunk in memory at a time.
-                last = _scatter_rows(part, off, fetched(off, min(chunk, nrows - off), last))
-                if not isinstance(last, tf.Operation):
-                    last = last.op
-        part._initializer_op = tf.group(last, name="initializer")
-    installed[part.name] = (owner, own_init)
-
-
 class _InitHook(tf.compat.v1.train.SessionRunHook):
     def __init__(self, mapping, source, chunk_rows, load_kwargs):
         self._specs = _specs(mapping)
         args = LoadArgs(load_kwargs, "embstore.tf")
         self._source = _LazySource(source, args.connect)
         self._chunk_rows = chunk_rows
-        self._load_kwargs = args.read
+        self._read = args.read
 
     def begin(self):
         # MonitoredSession calls begin() before its Scaffold builds the default init_op and
@@ -344,13 +343,26 @@ class _InitHook(tf.compat.v1.train.SessionRunHook):
                 "embstore.tf.init_hook: the graph is already finalized, so the variables' "
                 "initializers cannot load the table; create the MonitoredTrainingSession before "
                 "finalizing the graph, or use embstore.tf.scaffold()")
+        installed = _INSTALLED.setdefault(graph, {})
         for variable, table, rows in self._specs:
-            load = _row_loader(variable, table, rows, self._source, self._load_kwargs)
             for part, first in _partitions(variable):
                 if part.graph is not graph:
                     raise InvalidArgumentError(
                         f"variable {_var_name(part)!r} is not in the session's graph")
-                _install_loading_initializer(self, part, first, load, self._chunk_rows)
+                previous = installed.get(part.name)
+                if previous is not None and previous[0] is self:
+                    continue  # this hook's begin() already ran for this graph (a second session)
+                own_init = previous[1] if previous is not None else part.initializer
+                with graph.as_default():
+                    loader = _Loader(part, first, self._chunk_rows, own_init,
+                                     for_initializer=True)
+                    loader.install(self._request_maker(variable, table, rows))
+                installed[part.name] = (self, own_init)
+
+    def _request_maker(self, variable, table, rows):
+        def make():
+            return _Request(self._source.get(), table, variable, rows, self._read)
+        return make
 
     def after_create_session(self, session, coord):
         # The session has initialized (and loaded) or restored its variables: do not keep a
