@@ -280,6 +280,11 @@ build_cpp-httplib() {
   rm -rf "$src"
 }
 
+# pugixml: S3 replies (objstore). Its CMake build installs the static library and pugixml.pc.
+build_pugixml() {
+  cmake_build pugixml "$(unpack pugixml)" -DPUGIXML_BUILD_TESTS=OFF
+}
+
 build_abseil() {
   cmake_build abseil "$(unpack abseil)" -DCMAKE_CXX_STANDARD=17 -DABSL_PROPAGATE_CXX_STD=ON \
     -DABSL_ENABLE_INSTALL=ON
@@ -335,7 +340,7 @@ build_googletest() {
   cmake_build googletest "$(unpack googletest)" -DCMAKE_CXX_STANDARD=17 -DINSTALL_GTEST=ON
 }
 
-for lib in zlib openssl c-ares curl xxhash cpp-httplib abseil re2 protobuf grpc googletest; do
+for lib in zlib openssl c-ares curl xxhash cpp-httplib pugixml abseil re2 protobuf grpc googletest; do
   [[ -f $PREFIX/.built-$lib ]] && continue
   log "building $lib ($(((SECONDS - started) / 60)) min so far)"
   "build_$lib"

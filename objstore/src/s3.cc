@@ -5,11 +5,14 @@
 #include "embstore/objstore/s3.h"
 
 #include <curl/curl.h>
+#include <pugixml.hpp>
 
 #include <algorithm>
+#include <charconv>
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <thread>
 #include <utility>
 
@@ -80,53 +83,6 @@ bool ValidBucket(std::string_view b) {
     }
   }
   return true;
-}
-
-std::string DecodeEntities(std::string_view s) {
-  std::string out;
-  out.reserve(s.size());
-  for (std::size_t i = 0; i < s.size(); ++i) {
-    if (s[i] != '&') {
-      out.push_back(s[i]);
-      continue;
-    }
-    const std::size_t semi = s.find(';', i);
-    if (semi == std::string_view::npos) {
-      out.push_back('&');
-      continue;
-    }
-    const std::string_view ent = s.substr(i + 1, semi - i - 1);
-    if (ent == "amp") out.push_back('&');
-    else if (ent == "lt") out.push_back('<');
-    else if (ent == "gt") out.push_back('>');
-    else if (ent == "quot") out.push_back('"');
-    else if (ent == "apos") out.push_back('\'');
-    else if (!ent.empty() && ent[0] == '#') {
-      unsigned long cp = ent.size() > 1 && (ent[1] == 'x' || ent[1] == 'X')
-                             ? std::strtoul(std::string(ent.substr(2)).c_str(), nullptr, 16)
-                             : std::strtoul(std::string(ent.substr(1)).c_str(), nullptr, 10);
-      // UTF-8 encode.
-      if (cp < 0x80) {
-        out.push_back(static_cast<char>(cp));
-      } else if (cp < 0x800) {
-        out.push_back(static_cast<char>(0xC0 | (cp >> 6)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-      } else if (cp < 0x10000) {
-        out.push_back(static_cast<char>(0xE0 | (cp >> 12)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-      } else {
-        out.push_back(static_cast<char>(0xF0 | (cp >> 18)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 12) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | ((cp >> 6) & 0x3F)));
-        out.push_back(static_cast<char>(0x80 | (cp & 0x3F)));
-      }
-    } else {
-      out.append(s.substr(i, semi - i + 1));
-    }
-    i = semi;
-  }
-  return out;
 }
 
 struct Transfer {
@@ -226,25 +182,62 @@ Result<S3Url> ParseS3ObjectUrl(std::string_view s, std::string_view what) {
 
 namespace {
 
-// The raw text between <tag> and </tag> (entities left as they are), from *from on.
-std::optional<std::string_view> XmlInner(std::string_view xml, std::string_view tag,
-                                         std::size_t* from) {
-  const std::string open = "<" + std::string(tag) + ">";
-  const std::string close = "</" + std::string(tag) + ">";
-  const std::size_t b = xml.find(open, from != nullptr ? *from : 0);
-  if (b == std::string_view::npos) return std::nullopt;
-  const std::size_t e = xml.find(close, b + open.size());
-  if (e == std::string_view::npos) return std::nullopt;
-  if (from != nullptr) *from = e + close.size();
-  return xml.substr(b + open.size(), e - b - open.size());
+bool ParseXml(std::string_view body, pugi::xml_document* doc) {
+  return doc->load_buffer(body.data(), body.size(), pugi::parse_default, pugi::encoding_utf8);
 }
 
 }  // namespace
 
-std::optional<std::string> XmlText(std::string_view xml, std::string_view tag, std::size_t* from) {
-  auto inner = XmlInner(xml, tag, from);
-  if (!inner) return std::nullopt;
-  return DecodeEntities(*inner);
+std::string XmlRootName(std::string_view body) {
+  pugi::xml_document doc;
+  if (!ParseXml(body, &doc)) return "";
+  return doc.document_element().name();
+}
+
+std::optional<std::string> XmlRootChildText(std::string_view body, std::string_view name) {
+  pugi::xml_document doc;
+  if (!ParseXml(body, &doc)) return std::nullopt;
+  pugi::xml_node child = doc.document_element().child(std::string(name).c_str());
+  if (!child) return std::nullopt;
+  return std::string(child.text().get());
+}
+
+Result<ListPage> ParseListPage(std::string_view body, const std::string& where) {
+  pugi::xml_document doc;
+  if (!ParseXml(body, &doc) || std::string_view(doc.document_element().name()) !=
+                                   "ListBucketResult") {
+    return Status::IOError(where + ": the store's list answer is not a ListBucketResult document");
+  }
+  const pugi::xml_node root = doc.document_element();
+  ListPage page;
+  for (pugi::xml_node c : root.children("Contents")) {
+    ObjectInfo info;
+    info.key = c.child("Key").text().get();
+    info.etag = c.child("ETag").text().get();
+    const std::string size = c.child("Size").text().get();
+    auto r = std::from_chars(size.data(), size.data() + size.size(), info.size);
+    if (size.empty() || r.ec != std::errc() || r.ptr != size.data() + size.size()) {
+      return Status::IOError(where + ": the store lists object '" + info.key + "' with size '" +
+                             size + "', not a number");
+    }
+    page.objects.push_back(std::move(info));
+  }
+  page.truncated = std::string_view(root.child("IsTruncated").text().get()) == "true";
+  page.next_token = root.child("NextContinuationToken").text().get();
+  return page;
+}
+
+std::string CompleteMultipartUploadBody(const std::vector<std::string>& part_etags) {
+  pugi::xml_document doc;
+  pugi::xml_node root = doc.append_child("CompleteMultipartUpload");
+  for (std::size_t i = 0; i < part_etags.size(); ++i) {
+    pugi::xml_node part = root.append_child("Part");
+    part.append_child("PartNumber").text().set(std::to_string(i + 1).c_str());
+    part.append_child("ETag").text().set(part_etags[i].c_str());
+  }
+  std::ostringstream out;
+  doc.save(out, "", pugi::format_raw | pugi::format_no_declaration);
+  return out.str();
 }
 
 // Idle easy handles: curl keeps each handle's connections open, so reusing handles reuses them.
@@ -389,8 +382,8 @@ namespace {
 
 // The Status for a non-2xx answer, naming the object and the store's own error code.
 Status HttpError(const S3Url& url, const std::string& what, long status, const std::string& body) {
-  const std::string code = XmlText(body, "Code").value_or("");
-  const std::string message = XmlText(body, "Message").value_or("");
+  const std::string code = XmlRootChildText(body, "Code").value_or("");
+  const std::string message = XmlRootChildText(body, "Message").value_or("");
   std::string detail = "HTTP " + std::to_string(status);
   if (!code.empty()) detail += " " + code;
   if (!message.empty()) detail += ": " + message;
@@ -486,16 +479,10 @@ Result<std::vector<ObjectInfo>> S3Client::List(const std::string& bucket,
     if (!token.empty()) r.query.emplace_back("continuation-token", token);
     EMBSTORE_ASSIGN_OR_RETURN(Response resp, Perform(r));
     if (!Ok(resp.status)) return HttpError(where, "list", resp.status, resp.body);
-    std::size_t pos = 0;
-    while (auto contents = XmlInner(resp.body, "Contents", &pos)) {
-      ObjectInfo info;
-      info.key = XmlText(*contents, "Key").value_or("");
-      info.size = std::strtoull(XmlText(*contents, "Size").value_or("0").c_str(), nullptr, 10);
-      info.etag = XmlText(*contents, "ETag").value_or("");
-      out.push_back(std::move(info));
-    }
-    if (XmlText(resp.body, "IsTruncated").value_or("false") != "true") break;
-    token = XmlText(resp.body, "NextContinuationToken").value_or("");
+    EMBSTORE_ASSIGN_OR_RETURN(ListPage page, ParseListPage(resp.body, where.ToString()));
+    for (auto& o : page.objects) out.push_back(std::move(o));
+    if (!page.truncated) break;
+    token = std::move(page.next_token);
     if (token.empty()) {
       return Status::IOError(where.ToString() + ": truncated listing without a continuation token");
     }
@@ -527,7 +514,8 @@ Status S3Client::CreateBucket(const std::string& bucket) {
   r.method = "PUT";
   r.url = S3Url{bucket, ""};
   EMBSTORE_ASSIGN_OR_RETURN(Response resp, Perform(r));
-  if (!Ok(resp.status) && XmlText(resp.body, "Code").value_or("") != "BucketAlreadyOwnedByYou") {
+  if (!Ok(resp.status) &&
+      XmlRootChildText(resp.body, "Code").value_or("") != "BucketAlreadyOwnedByYou") {
     return HttpError(r.url, "create bucket", resp.status, resp.body);
   }
   return Status::OK();
@@ -540,7 +528,7 @@ Result<std::string> S3Client::CreateMultipartUpload(const S3Url& url) {
   r.query = {{"uploads", ""}};
   EMBSTORE_ASSIGN_OR_RETURN(Response resp, Perform(r));
   if (!Ok(resp.status)) return HttpError(url, "start multipart upload", resp.status, resp.body);
-  auto id = XmlText(resp.body, "UploadId");
+  auto id = XmlRootChildText(resp.body, "UploadId");
   if (!id || id->empty()) {
     return Status::IOError(url.ToString() + ": the store's multipart answer has no UploadId");
   }
@@ -568,12 +556,7 @@ Result<std::string> S3Client::UploadPart(const S3Url& url, const std::string& up
 
 Result<std::string> S3Client::CompleteMultipartUpload(const S3Url& url, const std::string& upload_id,
                                                       const std::vector<std::string>& part_etags) {
-  std::string xml = "<CompleteMultipartUpload>";
-  for (std::size_t i = 0; i < part_etags.size(); ++i) {
-    xml += "<Part><PartNumber>" + std::to_string(i + 1) + "</PartNumber><ETag>" + part_etags[i] +
-           "</ETag></Part>";
-  }
-  xml += "</CompleteMultipartUpload>";
+  const std::string xml = CompleteMultipartUploadBody(part_etags);
   Request r;
   r.method = "POST";
   r.url = url;
@@ -582,11 +565,11 @@ Result<std::string> S3Client::CompleteMultipartUpload(const S3Url& url, const st
   r.body = std::as_bytes(std::span<const char>(xml.data(), xml.size()));
   EMBSTORE_ASSIGN_OR_RETURN(Response resp, Perform(r));
   // S3 may answer 200 with an <Error> document when completion fails late.
-  if (!Ok(resp.status) || XmlText(resp.body, "Error")) {
+  if (!Ok(resp.status) || XmlRootName(resp.body) == "Error") {
     return HttpError(url, "complete multipart upload", Ok(resp.status) ? 500 : resp.status,
                      resp.body);
   }
-  return XmlText(resp.body, "ETag").value_or("");
+  return XmlRootChildText(resp.body, "ETag").value_or("");
 }
 
 Status S3Client::AbortMultipartUpload(const S3Url& url, const std::string& upload_id) {

@@ -49,15 +49,61 @@ TEST(S3UrlTest, ObjectAddressesAreNotBucketsOrPrefixes) {
   EXPECT_NE(bad.status().message().find("not a bucket name"), std::string::npos);
 }
 
-TEST(S3XmlTest, TextAndEntities) {
-  const std::string xml =
-      "<R><Key>a&amp;b &lt;c&gt; &#233;</Key><Key>second</Key><Empty></Empty></R>";
-  std::size_t pos = 0;
-  EXPECT_EQ(XmlText(xml, "Key", &pos).value(), "a&b <c> \xc3\xa9");
-  EXPECT_EQ(XmlText(xml, "Key", &pos).value(), "second");
-  EXPECT_FALSE(XmlText(xml, "Key", &pos).has_value());
-  EXPECT_EQ(XmlText(xml, "Empty").value(), "");
-  EXPECT_FALSE(XmlText(xml, "Missing").has_value());
+TEST(S3XmlTest, RepliesAreReadWithEntitiesDecoded) {
+  const std::string error =
+      "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n<Error><Code>NoSuchKey</Code>"
+      "<Message>a&amp;b &lt;c&gt; &#233; &#x1F600;</Message><Empty/></Error>";
+  EXPECT_EQ(XmlRootName(error), "Error");
+  EXPECT_EQ(XmlRootChildText(error, "Code").value(), "NoSuchKey");
+  EXPECT_EQ(XmlRootChildText(error, "Message").value(), "a&b <c> \xc3\xa9 \xf0\x9f\x98\x80");
+  EXPECT_EQ(XmlRootChildText(error, "Empty").value(), "");
+  EXPECT_FALSE(XmlRootChildText(error, "Missing").has_value());
+  // A proxy's HTML, or a body cut short, is no S3 reply: nothing is found in it.
+  for (std::string bad : {"<html><body><h1>502 Bad Gateway</h1></body>", "<Error><Code>Slow",
+                          "", "not xml at all"}) {
+    EXPECT_EQ(XmlRootName(bad), "") << bad;
+    EXPECT_FALSE(XmlRootChildText(bad, "Code").has_value()) << bad;
+  }
+}
+
+TEST(S3XmlTest, ListPagesAndTheirRefusals) {
+  const std::string page =
+      "<ListBucketResult xmlns=\"http://s3.amazonaws.com/doc/2006-03-01/\"><Name>b</Name>"
+      "<Contents><Key>t/a&amp;b.emb</Key><Size>123</Size><ETag>&quot;e1&quot;</ETag></Contents>"
+      "<Contents><Key>t/c.emb</Key><Size>18446744073709551615</Size><ETag>\"e2\"</ETag>"
+      "</Contents><IsTruncated>true</IsTruncated>"
+      "<NextContinuationToken>tok&amp;1</NextContinuationToken></ListBucketResult>";
+  auto p = ParseListPage(page, "s3://b/t/");
+  ASSERT_TRUE(p.ok()) << p.status().ToString();
+  ASSERT_EQ(p->objects.size(), 2u);
+  EXPECT_EQ(p->objects[0].key, "t/a&b.emb");
+  EXPECT_EQ(p->objects[0].size, 123u);
+  EXPECT_EQ(p->objects[0].etag, "\"e1\"");
+  EXPECT_EQ(p->objects[1].size, 18446744073709551615ull);
+  EXPECT_TRUE(p->truncated);
+  EXPECT_EQ(p->next_token, "tok&1");
+  auto last = ParseListPage("<ListBucketResult><IsTruncated>false</IsTruncated>"
+                            "</ListBucketResult>", "s3://b/");
+  ASSERT_TRUE(last.ok());
+  EXPECT_TRUE(last->objects.empty());
+  EXPECT_FALSE(last->truncated);
+  for (std::string bad : {"<Error><Code>AccessDenied</Code></Error>", "<ListBucketResult>",
+                          "<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents>"
+                          "</ListBucketResult>",
+                          "<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>"}) {
+    auto r = ParseListPage(bad, "s3://b/t/");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_EQ(r.status().code(), StatusCode::kIOError);
+    EXPECT_NE(r.status().message().find("s3://b/t/"), std::string::npos) << r.status().message();
+  }
+}
+
+TEST(S3XmlTest, CompletionBodyEscapesWhatTheStoreSent) {
+  const std::string body = CompleteMultipartUploadBody({"\"abc\"", "x<y&z"});
+  EXPECT_EQ(body,
+            "<CompleteMultipartUpload><Part><PartNumber>1</PartNumber><ETag>\"abc\"</ETag>"
+            "</Part><Part><PartNumber>2</PartNumber><ETag>x&lt;y&amp;z</ETag></Part>"
+            "</CompleteMultipartUpload>");
 }
 
 S3Config ConfigOf(const std::map<std::string, std::string>& env) {

@@ -120,10 +120,28 @@ class S3Client {
   std::unique_ptr<Pool> pool_;
 };
 
-// The text of the first <tag>...</tag> in `xml` after `from`, entities decoded; for the small
-// documents S3 answers with. Exposed for tests.
-std::optional<std::string> XmlText(std::string_view xml, std::string_view tag,
-                                   std::size_t* from = nullptr);
+// What S3 replies say, read from their XML bodies with pugixml (entities and character
+// references decoded). Exposed for tests.
+//
+// The root element of a reply: "Error", "ListBucketResult", ...; empty when the body is not
+// well-formed XML (a proxy's HTML page, a truncated answer).
+std::string XmlRootName(std::string_view body);
+// The text of the root's first child element `name` (<Error><Code>, <...Result><UploadId>);
+// nullopt when there is none or the body is not XML.
+std::optional<std::string> XmlRootChildText(std::string_view body, std::string_view name);
+
+// One page of a ListObjectsV2 answer.
+struct ListPage {
+  std::vector<ObjectInfo> objects;
+  bool truncated = false;
+  std::string next_token;  // NextContinuationToken, when truncated
+};
+// IOError naming `where` when the body is not a ListBucketResult or an object's Size is not a
+// number.
+Result<ListPage> ParseListPage(std::string_view body, const std::string& where);
+
+// The CompleteMultipartUpload request body for parts 1..n with these ETags (escaped as XML).
+std::string CompleteMultipartUploadBody(const std::vector<std::string>& part_etags);
 
 }  // namespace embstore::objstore
 
