@@ -193,6 +193,13 @@ def test_serve_from_a_bucket_picks_up_replaced_objects(embstore_bin, s3, tmp_pat
     assert synced and synced[0]["fetched"] == 0 and synced[0]["unchanged"] == 1
 
 
+def _use_s3_in_this_process(server, monkeypatch):
+    """The AWS_* variables of `server`, for the embstore package loaded in this process."""
+    for k, v in server.env().items():
+        if k.startswith("AWS_"):
+            monkeypatch.setenv(k, v)
+
+
 def _put(server, path, url):
     bucket_key = url[len("s3://"):]
     subprocess.run(["curl", "-sf", "-X", "PUT", "--aws-sigv4", "aws:amz:us-east-1:s3",
@@ -202,9 +209,7 @@ def _put(server, path, url):
 
 def test_python_load_fetches_only_the_blocks_it_reads(s3, make_table_bin, tmp_path, monkeypatch):
     import embstore
-    for k, v in s3.env().items():
-        if k.startswith("AWS_"):
-            monkeypatch.setenv(k, v)
+    _use_s3_in_this_process(s3, monkeypatch)
     path = write_table(make_table_bin, tmp_path / "items.emb", 20000, 64, keys=True,
                        block_rows=500)
     want = expected_matrix(20000, 64)
@@ -334,9 +339,7 @@ def test_a_manifest_whose_shards_are_objects_and_a_file(s3, embstore_bin, make_t
     # Shards of any kind in one manifest: an object, a table under a prefix, and a file next to
     # the manifest; each read through its own source, fetching only the blocks it needs.
     import embstore
-    for k, v in s3.env().items():
-        if k.startswith("AWS_"):
-            monkeypatch.setenv(k, v)
+    _use_s3_in_this_process(s3, monkeypatch)
     whole = write_table(make_table_bin, tmp_path / "items.emb", 3000, 16, keys=True,
                         block_rows=100)
     want = expected_matrix(3000, 16)
