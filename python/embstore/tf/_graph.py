@@ -21,6 +21,12 @@ def _graph_of(specs):
     return next(iter(graphs.values()), None) or tf.compat.v1.get_default_graph()
 
 
+def _bytes(array):
+    """A C-contiguous array's buffer as uint8, for the binding's page calls (it knows no
+    bfloat16)."""
+    return array.reshape(-1).view(np.uint8)
+
+
 class _Request:
     """What one loading run reads for a variable: its rows of a table, described once, when the
     request is made (`begin`: the table row of the variable's row 0), with the read keywords of
@@ -58,8 +64,7 @@ class _Loader:
 
     def __init__(self, part, first, chunk_rows, own_init=None, for_initializer=False):
         self.part, self.first = part, first
-        self.np_dtype, self.load_dtype = _np_dtype(part)
-        self.np_dtype = np.dtype(self.np_dtype)
+        self.np_dtype = np.dtype(_np_dtype(part)[0])
         self.nrows = int(part.shape[0])
         self.dims = part.shape.as_list()[1:]
         self.chunk = _chunk_rows(chunk_rows, int(np.prod(self.dims, dtype=np.int64)),
@@ -129,8 +134,7 @@ class _Loader:
     def _keep_if_zeros(self, value):
         """In the session, on the variable's buffer (shared, not copied: the variable has not
         been read sparsely yet)."""
-        if not value.flags.c_contiguous or \
-                not _native.starts_with_zero_pages(value.reshape(-1).view(np.uint8)):
+        if not value.flags.c_contiguous or not _native.starts_with_zero_pages(_bytes(value)):
             return np.bool_(False)
         self._donor = value
         return np.bool_(True)
@@ -145,8 +149,7 @@ class _Loader:
             out = None
             if donor is not None:
                 nbytes = int(np.prod(shape, dtype=np.int64)) * self.np_dtype.itemsize
-                # As bytes: the binding knows no bfloat16 (donors are C-contiguous).
-                pages = _native.take_zero_pages(donor.reshape(-1).view(np.uint8), nbytes)
+                pages = _native.take_zero_pages(_bytes(donor), nbytes)
                 if pages is not None:
                     out = pages.view(self.np_dtype).reshape(shape)
             del donor
