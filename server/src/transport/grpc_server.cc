@@ -9,12 +9,18 @@
 #include <grpcpp/security/server_credentials.h>
 #include <google/protobuf/stubs/logging.h>
 
+#include <netdb.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cerrno>
+#include <cstring>
 #include <climits>
 #include <cstdint>
 #include <sstream>
 
+#include "embstore/common/address.h"
 #include "embstore/common/read_file.h"
 #include "embstore/server/log.h"
 #include "grpc_handler.h"
@@ -57,6 +63,40 @@ std::string JoinListen(const std::vector<std::string>& listen) {
   return s;
 }
 
+// A port another process listens on is reported here, before gRPC sees it. gRPC's own failure
+// (BuildAndStart returning null) logs only "No address added", and tearing down the server it
+// half built has been seen to hang. This is a check, not a reservation: a port taken between
+// it and gRPC's bind still fails in BuildAndStart. Port 0, Unix sockets and resolver targets
+// are left to gRPC.
+Status CheckPortFree(const std::string& listen) {
+  auto parsed = ParseAddress(listen, AddressUse::kListen, "listen address");
+  if (!parsed.ok()) return parsed.status();
+  if (parsed->kind != Address::Kind::kHostPort || parsed->port == 0) return Status::OK();
+  addrinfo hints{};
+  hints.ai_family = AF_UNSPEC;
+  hints.ai_socktype = SOCK_STREAM;
+  hints.ai_flags = AI_PASSIVE | AI_NUMERICSERV;
+  addrinfo* found = nullptr;
+  const std::string port = std::to_string(parsed->port);
+  const char* host = parsed->host.empty() ? nullptr : parsed->host.c_str();
+  if (getaddrinfo(host, port.c_str(), &hints, &found) != 0) return Status::OK();  // gRPC says
+  Status st;
+  for (addrinfo* a = found; a != nullptr && st.ok(); a = a->ai_next) {
+    int fd = socket(a->ai_family, a->ai_socktype | SOCK_CLOEXEC, a->ai_protocol);
+    if (fd < 0) continue;  // no IPv6 here, say: gRPC skips that family too
+    int one = 1;
+    // As gRPC does: a port held only by connections in TIME_WAIT is free.
+    setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    if (bind(fd, a->ai_addr, a->ai_addrlen) != 0 && errno == EADDRINUSE) {
+      st = Status::IOError("could not listen on " + listen + ": the address is in use (" +
+                           std::strerror(EADDRINUSE) + "); is another server running there?");
+    }
+    close(fd);
+  }
+  freeaddrinfo(found);
+  return st;
+}
+
 }  // namespace
 
 GrpcServer::~GrpcServer() = default;
@@ -70,6 +110,7 @@ Result<std::unique_ptr<GrpcServer>> GrpcServer::Start(const ServerConfig& config
   google::protobuf::SetLogHandler(&LogProtobufMessage);
   grpc::EnableDefaultHealthCheckService(true);
   grpc::reflection::InitProtoReflectionServerBuilderPlugin();
+  for (const std::string& a : config.listen) EMBSTORE_RETURN_NOT_OK(CheckPortFree(a));
   grpc::ServerBuilder builder;
   std::vector<int> ports(config.listen.size(), 0);
   for (std::size_t i = 0; i < config.listen.size(); ++i) {

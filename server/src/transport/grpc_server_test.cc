@@ -252,6 +252,34 @@ TEST_F(ServerTest, ASecondServerOnABusyPortFailsToStart) {
   ASSERT_FALSE(s.ok()) << "a second server started on " << second.listen[0];
   EXPECT_NE(s.status().message().find(second.listen[0]), std::string::npos)
       << s.status().ToString();
+  EXPECT_NE(s.status().message().find("in use"), std::string::npos) << s.status().ToString();
+}
+
+// Any other process listening there counts, not only another gRPC server, and a wildcard address
+// is busy when one of its interfaces is.
+TEST_F(ServerTest, APortAnotherProgramListensOnFailsToStart) {
+  int fd = socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_GE(fd, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(listen(fd, 1), 0);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  const std::string port = std::to_string(ntohs(addr.sin_port));
+  for (const std::string& where : {"127.0.0.1:" + port, "0.0.0.0:" + port}) {
+    ServerConfig c = config_;
+    c.listen = {where};
+    c.metrics_listen.clear();
+    auto s = Server::Start(c);
+    EXPECT_FALSE(s.ok()) << "a server started on " << where;
+    if (!s.ok()) {
+      EXPECT_NE(s.status().message().find(where + ": the address is in use"), std::string::npos)
+          << s.status().ToString();
+    }
+  }
+  close(fd);
 }
 
 TEST_F(ServerTest, LargestChunksFitTheDefaultClientReceiveLimit) {
