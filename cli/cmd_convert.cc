@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "command.h"
-#include "object_paths.h"
 #include "embstore/convert/convert.h"
+#include "object_paths.h"
 #include "progress.h"
 
 namespace embstore::cli {
@@ -35,8 +35,9 @@ RunFn RegisterConvert(CLI::App& app) {
       "word2vec binary; optionally gzip; '-' reads stdin) into a table file");
   sub->add_option("INPUT", args->input, "Input file, or '-' for standard input")->required();
   sub->add_option("OUTPUT", args->output,
-                  "Table file to write (.emb), or s3://BUCKET/KEY (written locally under "
-                  "$TMPDIR, then uploaded: the object appears whole or not at all)")
+                  "Table file to write (.emb), s3://BUCKET/KEY or hdfs://NAMENODE[:PORT]/PATH "
+                  "(written locally under $TMPDIR, then uploaded: the object appears whole or "
+                  "not at all)")
       ->required();
   sub->add_option("--format", args->format,
                   "auto|matrix|word2vec|glove|word2vec-binary (default auto: sniffs the first "
@@ -78,9 +79,9 @@ RunFn RegisterConvert(CLI::App& app) {
       std::string d = args->delimiter;
       if (d == "\\t" || d == "tab") d = "\t";
       if (d.size() != 1) {
-        return ReportError("convert", Status::InvalidArgument(
-                                          "--delimiter must be one character, got '" +
-                                          args->delimiter + "'"));
+        return ReportError("convert",
+                           Status::InvalidArgument("--delimiter must be one character, got '" +
+                                                   args->delimiter + "'"));
       }
       o.delimiter = d[0];
     }
@@ -94,8 +95,8 @@ RunFn RegisterConvert(CLI::App& app) {
     for (const std::string& kv : args->meta) {
       std::size_t eq = kv.find('=');
       if (eq == std::string::npos || eq == 0) {
-        return ReportError("convert", Status::InvalidArgument("--meta expects KEY=VALUE, got '" +
-                                                              kv + "'"));
+        return ReportError("convert",
+                           Status::InvalidArgument("--meta expects KEY=VALUE, got '" + kv + "'"));
       }
       o.metadata[kv.substr(0, eq)] = kv.substr(eq + 1);
     }
@@ -104,21 +105,20 @@ RunFn RegisterConvert(CLI::App& app) {
       progress.Update(done, total);
       return true;
     };
-    // An s3:// output: refuse an existing object without --force before any work, convert into
-    // a private directory, then upload.
+    // An s3:// or hdfs:// output: refuse an existing object without --force before any work,
+    // convert into a private directory, then upload.
     std::unique_ptr<ScratchDir> scratch;
     std::string out = args->output;
-    std::unique_ptr<objstore::S3Client> s3;
-    if (objstore::IsS3Url(args->output)) {
-      auto url = objstore::ParseS3ObjectUrl(args->output, "an object key");
+    if (objstore::IsObjectUrl(args->output)) {
+      auto url = objstore::ParseObjectKeyUrl(args->output, "an object key");
       if (!url.ok()) return ReportError("convert", url.status());
-      auto client = S3FromEnvironment();
-      if (!client.ok()) return ReportError("convert", client.status());
-      s3 = std::move(client).value();
-      auto head = s3->Head(*url);
+      auto store = objstore::OpenObjectStore(*url);
+      if (!store.ok()) return ReportError("convert", store.status());
+      auto head = (*store)->Stat(*url);
       if (head.ok() && !args->force) {
-        return ReportError("convert", Status::AlreadyExists("'" + args->output +
-                                                            "' exists (use --force to replace it)"));
+        return ReportError(
+            "convert",
+            Status::AlreadyExists("'" + args->output + "' exists (use --force to replace it)"));
       }
       if (!head.ok() && head.status().code() != StatusCode::kNotFound) {
         return ReportError("convert", head.status());
@@ -138,8 +138,10 @@ RunFn RegisterConvert(CLI::App& app) {
     const convert::ConvertStats& s = *result;
     const double mbps = s.seconds > 0 ? static_cast<double>(s.input_bytes) / s.seconds / 1e6 : 0;
     if (s.skipped_bom) {
-      std::fprintf(stderr, "embstore convert: skipped the UTF-8 byte order mark (EF BB BF) at the "
-                   "start of %s\n", args->input == "-" ? "<stdin>" : args->input.c_str());
+      std::fprintf(stderr,
+                   "embstore convert: skipped the UTF-8 byte order mark (EF BB BF) at the "
+                   "start of %s\n",
+                   args->input == "-" ? "<stdin>" : args->input.c_str());
     }
     if (!s.format_note.empty()) {
       std::fprintf(stderr, "embstore convert: %s\n", s.format_note.c_str());

@@ -1,10 +1,10 @@
 // `embstore pull --from LOCATION [--table NAME] --out OUT.npy|OUT.emb`: downloads a table (or a
 // row range) from any location client::OpenSource takes: a server, with parallel verified
-// streams (or from the server's file when it is on this host); an s3:// object, fetching only the
-// blocks of the rows asked for (the whole object to .emb is one verified download); a local
-// file or store directory. With --manifest, the table is split by row ranges across several servers
-// (docs/DEPLOY.md, "Sharded tables") and the shards load in parallel. Either way the rows come
-// from one client::RowSource and go to the output as they arrive (RowSource::WriteRows): a
+// streams (or from the server's file when it is on this host); an s3:// or hdfs:// object, fetching
+// only the blocks of the rows asked for (the whole object to .emb is one verified download); a
+// local file or store directory. With --manifest, the table is split by row ranges across several
+// servers (docs/DEPLOY.md, "Sharded tables") and the shards load in parallel. Either way the rows
+// come from one client::RowSource and go to the output as they arrive (RowSource::WriteRows): a
 // server's chunks straight from gRPC's receive buffers into a .npy file, anything else through two
 // windows of about 64 MiB, so memory never holds the table. The output is written atomically.
 
@@ -49,15 +49,15 @@ Status WithPrefixHint(const PullArgs& a, const Status& st) {
 }
 
 // A whole table object to a .emb file: the download itself, verified, atomic.
-int PullObject(const PullArgs& a, const objstore::S3Url& url) {
-  auto s3 = S3FromEnvironment();
-  if (!s3.ok()) return ReportError("pull", s3.status());
-  auto stats = DownloadTableTo(**s3, url, a.out, a.force, "pull");
+int PullObject(const PullArgs& a, const objstore::ObjectUrl& url) {
+  auto store = objstore::OpenObjectStore(url);
+  if (!store.ok()) return ReportError("pull", store.status());
+  auto stats = DownloadTableTo(**store, url, a.out, a.force, "pull");
   if (!stats.ok()) return ReportError("pull", WithPrefixHint(a, stats.status()));
-  std::printf("pulled %s: %.1f MB in %.2f s (%.2f GB/s), every block verified, ETag %s -> %s\n",
+  std::printf("pulled %s: %.1f MB in %.2f s (%.2f GB/s), every block verified, version %s -> %s\n",
               url.ToString().c_str(), stats->bytes / 1e6, stats->seconds,
               stats->seconds > 0 ? stats->bytes / stats->seconds / 1e9 : 0.0,
-              stats->etag.c_str(), a.out.c_str());
+              stats->version.c_str(), a.out.c_str());
   return kExitOk;
 }
 
@@ -79,21 +79,20 @@ int Pull(const PullArgs& a) {
   if (!kind.ok()) {
     // A --from or --manifest that names nothing is a wrong flag value: a usage error.
     const Status& why = kind.status();
-    return ReportError("pull", why.code() == StatusCode::kNotFound
-                                   ? Status::InvalidArgument(why.message())
-                                   : why);
+    return ReportError(
+        "pull", why.code() == StatusCode::kNotFound ? Status::InvalidArgument(why.message()) : why);
   }
   if (!a.manifest.empty() && *kind != client::LocationKind::kManifest) {
     return ReportError("pull", Status::InvalidArgument("--manifest '" + a.manifest +
                                                        "' is not a shard manifest (FILE.json)"));
   }
-  const bool s3 =
+  const bool object =
       *kind == client::LocationKind::kObject || *kind == client::LocationKind::kObjectPrefix;
-  if (s3 && emb && a.rows.empty() && !a.no_keys) {
+  if (object && emb && a.rows.empty() && !a.no_keys) {
     // The whole object as it is: one verified download straight to --out.
     auto url = client::TableObjectUrl(location, a.table);
     if (!url.ok()) return ReportError("pull", url.status());
-    auto parsed = objstore::ParseS3Url(*url);
+    auto parsed = objstore::ParseObjectUrl(*url);
     if (!parsed.ok()) return ReportError("pull", parsed.status());
     return PullObject(a, *parsed);
   }
@@ -107,7 +106,8 @@ int Pull(const PullArgs& a) {
   // restarting) as their rows are read. .emb needs every shard's keys and block size first.
   so.describe_shards = emb;
   auto opened = OpenTable(location, a.table, a.client, so);
-  if (!opened.ok()) return ReportError("pull", s3 ? WithPrefixHint(a, opened.status()) : opened.status());
+  if (!opened.ok())
+    return ReportError("pull", object ? WithPrefixHint(a, opened.status()) : opened.status());
   client::RowSource& src = **opened;
   const client::TableDesc& desc = src.desc();
   std::uint64_t begin, end;
@@ -179,10 +179,10 @@ int Pull(const PullArgs& a) {
     for (const auto& sh : m.ok() ? m->shards : std::vector<client::ShardSpec>()) {
       used += sh.begin < end && begin < sh.end;
     }
-    how = " from " + std::to_string(used) + " of " +
-          std::to_string(m.ok() ? m->shards.size() : 0) + " shards";
+    how = " from " + std::to_string(used) + " of " + std::to_string(m.ok() ? m->shards.size() : 0) +
+          " shards";
   }
-  if (s3) {
+  if (object) {
     char buf[96];
     std::snprintf(buf, sizeof buf, " (%.2f MB of the object fetched)",
                   src.transferred_bytes() / 1e6);
@@ -193,11 +193,11 @@ int Pull(const PullArgs& a) {
       "%d resumes, %d refetched chunks -> %s\n",
       desc.name.c_str(), static_cast<unsigned long long>(begin),
       static_cast<unsigned long long>(end), static_cast<unsigned long long>(desc.dim),
-      to_f32 ? "F32" : std::string(store::DTypeName(desc.dtype)).c_str(), how.c_str(),
-      total / 1e6, seconds, seconds > 0 ? total / seconds / 1e9 : 0.0,
-      sum.local ? "local file"
-                : (std::to_string(sum.streams) + (sum.streams == 1 ? " stream" : " streams"))
-                      .c_str(),
+      to_f32 ? "F32" : std::string(store::DTypeName(desc.dtype)).c_str(), how.c_str(), total / 1e6,
+      seconds, seconds > 0 ? total / seconds / 1e9 : 0.0,
+      sum.local
+          ? "local file"
+          : (std::to_string(sum.streams) + (sum.streams == 1 ? " stream" : " streams")).c_str(),
       sum.resumes, sum.bad_chunks, a.out.c_str());
   return kExitOk;
 }
@@ -215,10 +215,10 @@ RunFn RegisterPull(CLI::App& app) {
   from->required(false);
   from->description(
       "Where the table is: a server (host:port, unix:PATH, dns:///NAME:PORT), a store directory, "
-      "s3://BUCKET/PREFIX (these three with --table NAME), a table file, s3://BUCKET/KEY.emb, or "
-      "a shard manifest FILE.json");
-  CLI::Option* table = sub->add_option(
-      "--table", args->table, "Table name, for a --from that holds several tables");
+      "s3://BUCKET/PREFIX/ or hdfs://NAMENODE[:PORT]/DIR/ (these with --table NAME), a table file, "
+      "s3://BUCKET/KEY.emb, hdfs://NAMENODE[:PORT]/PATH.emb, or a shard manifest FILE.json");
+  CLI::Option* table =
+      sub->add_option("--table", args->table, "Table name, for a --from that holds several tables");
   sub->add_option("--manifest", args->manifest,
                   "Sharded table: JSON manifest of row ranges and where each is "
                   "(docs/DEPLOY.md); replaces --from and --table")

@@ -16,10 +16,10 @@
 #include <vector>
 
 #include "command.h"
-#include "object_paths.h"
 #include "embstore/objstore/mirror.h"
 #include "embstore/server/log.h"
 #include "embstore/server/server.h"
+#include "object_paths.h"
 
 namespace embstore::cli {
 namespace {
@@ -50,10 +50,11 @@ void AddSettingFlag(CLI::App* sub, const server::ConfigOption& o, ServeFlags* f)
             field(c) = true;
             return Status::OK();
           };
-          sub->add_flag_callback(flag, [f, set] { f->given.push_back(set); }, help);
+          sub->add_flag_callback(
+              flag, [f, set] { f->given.push_back(set); }, help);
         } else {
-          using Value = std::conditional_t<std::is_same_v<T, std::chrono::milliseconds>,
-                                           std::int64_t, T>;
+          using Value =
+              std::conditional_t<std::is_same_v<T, std::chrono::milliseconds>, std::int64_t, T>;
           CLI::Option* opt = sub->add_option_function<Value>(
               flag,
               [f, field, token_file = o.token_file, flag](const Value& v) {
@@ -105,7 +106,10 @@ void LogMirrorEvent(const objstore::MirrorEvent& e) {
   switch (e.kind) {
     case Kind::kFetched:
       server::Log(server::LogLevel::kInfo, "table fetched",
-                  {{"object", e.object}, {"path", e.path}, {"etag", e.etag}, {"bytes", e.bytes},
+                  {{"object", e.object},
+                   {"path", e.path},
+                   {"version", e.version},
+                   {"bytes", e.bytes},
                    {"seconds", e.seconds}});
       break;
     case Kind::kRemoved:
@@ -128,22 +132,26 @@ Result<std::unique_ptr<objstore::TableMirror>> StartMirror(const std::string& st
                                    " needs --cache DIR: the tables are fetched there and served "
                                    "from there");
   }
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url prefix, objstore::ParseS3Url(store));
-  EMBSTORE_ASSIGN_OR_RETURN(auto s3, S3FromEnvironment());
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectUrl prefix, objstore::ParseObjectUrl(store));
+  EMBSTORE_ASSIGN_OR_RETURN(auto objects, objstore::OpenObjectStore(prefix));
   objstore::MirrorOptions o;
   o.interval = std::chrono::milliseconds(static_cast<long long>(flags.store_poll_s * 1000));
   o.on_event = LogMirrorEvent;
-  EMBSTORE_ASSIGN_OR_RETURN(auto mirror, objstore::TableMirror::Create(std::move(s3), prefix,
-                                                                        flags.cache, o));
+  EMBSTORE_ASSIGN_OR_RETURN(
+      auto mirror, objstore::TableMirror::Create(std::move(objects), prefix, flags.cache, o));
   auto r = mirror->Sync();
   if (!r.ok()) {
-    // The bucket cannot be listed now: serve what the cache holds, keep trying.
+    // The bucket or folder cannot be listed now: serve what the cache holds, keep trying.
     server::Log(server::LogLevel::kWarn, "store listing failed; serving the cache",
                 {{"store", store}, {"cache", flags.cache}, {"error", r.status().ToString()}});
   } else {
     server::Log(server::LogLevel::kInfo, "store synced",
-                {{"store", store}, {"cache", flags.cache}, {"fetched", r->fetched},
-                 {"unchanged", r->unchanged}, {"failed", r->failed}, {"removed", r->removed}});
+                {{"store", store},
+                 {"cache", flags.cache},
+                 {"fetched", r->fetched},
+                 {"unchanged", r->unchanged},
+                 {"failed", r->failed},
+                 {"removed", r->removed}});
   }
   return mirror;
 }
@@ -165,10 +173,11 @@ int RunServe(const ServeFlags& flags) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   ::signal(SIGPIPE, SIG_IGN);
 
-  // --store s3://BUCKET/PREFIX: the tables are mirrored into --cache, which is what the server
-  // watches; the first sync runs before the server starts, later ones on their own thread.
+  // --store s3://BUCKET/PREFIX or hdfs://NAMENODE/DIR: the tables are mirrored into --cache, which
+  // is what the server watches; the first sync runs before the server starts, later ones on their
+  // own thread.
   std::unique_ptr<objstore::TableMirror> mirror;
-  if (objstore::IsS3Url(config.store_dir)) {
+  if (objstore::IsObjectUrl(config.store_dir)) {
     auto m = StartMirror(config.store_dir, flags);
     if (!m.ok()) return ReportError("serve", m.status());
     mirror = std::move(m).value();
@@ -189,8 +198,8 @@ int RunServe(const ServeFlags& flags) {
     timespec ts{static_cast<time_t>(limit.count() / 1000),
                 static_cast<long>(limit.count() % 1000) * 1000000L};
     const int again = sigtimedwait(&signals, nullptr, &ts);
-    server::Log(server::LogLevel::kError, again > 0 ? "second signal: exiting now"
-                                                    : "shutdown did not finish: exiting now",
+    server::Log(server::LogLevel::kError,
+                again > 0 ? "second signal: exiting now" : "shutdown did not finish: exiting now",
                 {{"waited_ms", limit.count()}});
     std::fflush(nullptr);
     std::_Exit(kExitFailure);
@@ -217,11 +226,13 @@ RunFn RegisterServe(CLI::App& app) {
     if (o.flag.empty()) continue;  // set in the config file only
     AddSettingFlag(sub, o, f.get());
     if (o.key == "store") {
-      sub->add_option("--cache", f->cache,
-                      "With --store s3://...: directory the tables are fetched into (verified, "
-                      "atomically) and served from; kept across restarts");
+      sub->add_option(
+          "--cache", f->cache,
+          "With --store s3://... or hdfs://...: directory the tables are fetched into (verified, "
+          "atomically) and served from; kept across restarts");
       sub->add_option("--store-poll-s", f->store_poll_s,
-                      "With --store s3://...: seconds between listings of the bucket for new, "
+                      "With --store s3://... or hdfs://...: seconds between listings of the store "
+                      "for new, "
                       "replaced and removed tables (default 60)")
           ->check(kPositiveNumber);
     }
@@ -235,7 +246,8 @@ RunFn RegisterServe(CLI::App& app) {
   sub->footer(
       "Logs are JSON lines on stderr. Exit codes: 0 after a graceful shutdown; 1 when the server "
       "cannot start, or when a second SIGTERM/SIGINT (or a shutdown still running 10 s after "
-      "its grace) ends it at once; 2 on usage errors.\nExample: embstore serve --store /data/tables --listen "
+      "its grace) ends it at once; 2 on usage errors.\nExample: embstore serve --store "
+      "/data/tables --listen "
       "0.0.0.0:7070 --listen unix:/run/embstore.sock --metrics-listen 127.0.0.1:9090");
   return [f]() { return RunServe(*f); };
 }

@@ -10,15 +10,10 @@
 
 namespace embstore::cli {
 
-Result<std::unique_ptr<objstore::S3Client>> S3FromEnvironment() {
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Config config, objstore::S3ConfigFromEnvironment());
-  return std::make_unique<objstore::S3Client>(std::move(config));
-}
-
 Result<std::unique_ptr<ScratchDir>> ScratchDir::Make(const std::string& purpose) {
   const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/embstore-" + purpose +
-                     "-XXXXXX";
+  std::string tmpl =
+      std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/embstore-" + purpose + "-XXXXXX";
   std::vector<char> buf(tmpl.begin(), tmpl.end());
   buf.push_back('\0');
   if (::mkdtemp(buf.data()) == nullptr) {
@@ -42,7 +37,8 @@ std::string ScratchDir::File(const std::string& name) {
   return p;
 }
 
-Result<objstore::TransferStats> DownloadTableTo(objstore::S3Client& s3, const objstore::S3Url& url,
+Result<objstore::TransferStats> DownloadTableTo(objstore::ObjectStore& store,
+                                                const objstore::ObjectUrl& url,
                                                 const std::string& dest, bool overwrite,
                                                 const std::string& command) {
   Progress progress(command + " " + url.ToString());
@@ -52,22 +48,23 @@ Result<objstore::TransferStats> DownloadTableTo(objstore::S3Client& s3, const ob
     progress.Update(done, total);
     return true;
   };
-  auto stats = objstore::DownloadTable(s3, url, dest, o);
+  auto stats = objstore::DownloadTable(store, url, dest, o);
   progress.Finish();
   return stats;
 }
 
 Result<objstore::TransferStats> UploadTableFrom(const std::string& local, const std::string& url,
                                                 const std::string& command) {
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url u, objstore::ParseS3ObjectUrl(url, "an object key"));
-  EMBSTORE_ASSIGN_OR_RETURN(auto s3, S3FromEnvironment());
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectUrl u,
+                            objstore::ParseObjectKeyUrl(url, "an object key"));
+  EMBSTORE_ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(u));
   Progress progress(command + " upload " + url);
   objstore::TransferOptions o;
   o.progress = [&](std::uint64_t done, std::uint64_t total) {
     progress.Update(done, total);
     return true;
   };
-  auto stats = objstore::UploadFile(*s3, local, u, o);
+  auto stats = objstore::UploadFile(*store, local, u, o);
   progress.Finish();
   return stats;
 }

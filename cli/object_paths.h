@@ -1,8 +1,9 @@
-// s3:// transfers of whole tables in the CLI. A table written to a bucket (convert) is written
-// locally first and then uploaded as one multipart upload, so the object appears whole or not at
-// all; a whole object pulled to .emb is one verified download. Everything that reads rows of an
-// object goes through client::OpenSource, which fetches only the blocks it reads.
-// Credentials, region and endpoint: objstore::S3ConfigFromEnvironment (AWS_* variables, profiles).
+// s3:// and hdfs:// transfers of whole tables in the CLI. A table written to a bucket (convert) is
+// written locally first and then uploaded as one multipart upload, so the object appears whole or
+// not at all; a whole object pulled to .emb is one verified download. Everything that reads rows of
+// an object goes through client::OpenSource, which fetches only the blocks it reads. Configuration:
+// objstore::OpenObjectStore (S3: AWS_* variables and profiles; HDFS: HADOOP_USER_NAME and
+// EMBSTORE_HDFS_*).
 #ifndef EMBSTORE_CLI_OBJECT_PATHS_H_
 #define EMBSTORE_CLI_OBJECT_PATHS_H_
 
@@ -12,13 +13,10 @@
 
 #include "embstore/common/atomic_file.h"
 #include "embstore/common/status.h"
-#include "embstore/objstore/s3.h"
+#include "embstore/objstore/object_store.h"
 #include "embstore/objstore/transfer.h"
 
 namespace embstore::cli {
-
-// An S3 client configured from the environment.
-Result<std::unique_ptr<objstore::S3Client>> S3FromEnvironment();
 
 // A fresh private directory under $TMPDIR (or /tmp), "embstore-PURPOSE-XXXXXX", for a download
 // or a file on its way to an upload. Removed with everything in it on destruction; on a fatal
@@ -42,11 +40,13 @@ class ScratchDir {
 };
 
 // Downloads a table object to `dest` (verified, atomic), with a progress line labelled `command`.
-Result<objstore::TransferStats> DownloadTableTo(objstore::S3Client& s3, const objstore::S3Url& url,
+Result<objstore::TransferStats> DownloadTableTo(objstore::ObjectStore& store,
+                                                const objstore::ObjectUrl& url,
                                                 const std::string& dest, bool overwrite,
                                                 const std::string& command);
 
-// Uploads the finished local file `local` as `url` (multipart, atomic), with a progress line.
+// Uploads the finished local file `local` as `url` (S3: multipart; HDFS: renamed into place;
+// atomic), with a progress line.
 Result<objstore::TransferStats> UploadTableFrom(const std::string& local, const std::string& url,
                                                 const std::string& command);
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Sets up, builds (dev preset) and runs every test suite: C++ through ctest (with a real S3
-# server, built by scripts/s3-server.sh), the fuzz smoke runs, Python through pytest in .venv (TensorFlow 2.21, Keras 3, PyTorch), then the
+# server, built by scripts/s3-server.sh, and a real HDFS, scripts/hdfs-server.sh), the fuzz smoke
+# runs, Python through pytest in .venv (TensorFlow 2.21, Keras 3, PyTorch), then the
 # TensorFlow suites again in .venv-tf215 (TensorFlow 2.15 with tf.estimator, Keras 2, numpy 1.x),
 # then the portable wheels where their libraries are cached (the step "portable wheels" below).
 # Every suite runs even when an earlier one fails; the script ends with a summary of each suite
@@ -61,6 +62,14 @@ s3_log="$(mktemp)"
 bash scripts/s3-server.sh --build >"$s3_log" 2>&1 &
 s3_pid=$!
 
+# The HDFS test cluster (a MiniDFSCluster from Hadoop's jars, scripts/hdfs-server.sh) too: the
+# first run fetches the jars from Maven Central into a cache outside the checkout; tests against
+# it fail, rather than skip, when it is missing (EMBSTORE_REQUIRE_HDFS).
+export EMBSTORE_REQUIRE_HDFS=1
+hdfs_log="$(mktemp)"
+bash scripts/hdfs-server.sh --build >"$hdfs_log" 2>&1 &
+hdfs_pid=$!
+
 run "build (dev preset)" bash scripts/build.sh dev
 built=0
 step_ok && built=1
@@ -73,6 +82,15 @@ s3_server() {
   return $rc
 }
 run "S3 test server" s3_server
+
+hdfs_server() {
+  local rc=0
+  wait "$hdfs_pid" || rc=$?
+  cat "$hdfs_log"
+  rm -f "$hdfs_log"
+  return $rc
+}
+run "HDFS test cluster" hdfs_server
 
 if ((built)); then
   run "ctest" ctest --preset dev

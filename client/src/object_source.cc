@@ -1,13 +1,13 @@
-// RowSource over a table object in S3 (row_source.h, OpenObjectSource).
+// RowSource over a table object in an object store, S3 or HDFS (row_source.h, OpenObjectSource).
 //
 // The object is mirrored piecemeal into a sparse file that only this source can see (created in a
 // private directory under $TMPDIR and unlinked at once: nothing is left behind, whatever happens
 // to the process). Opening fetches the header and everything after the matrix (checksums, keys),
 // so the file is a valid table whose unfetched rows read as zeros; a read first fetches the
-// checksum blocks it touches that are not there yet (ranged GETs of the version opened, pinned by
-// its ETag, several in parallel), then reads them as a file source does: every block verified
-// against its checksum before its rows are copied. So a load of some rows or keys transfers their
-// blocks and the table's metadata, never the whole object.
+// checksum blocks it touches that are not there yet (ranged reads of the version opened,
+// ObjectStore::ReadRange, several in parallel), then reads them as a file source does: every block
+// verified against its checksum before its rows are copied. So a load of some rows or keys
+// transfers their blocks and the table's metadata, never the whole object.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,7 +22,8 @@
 
 #include "embstore/client/row_source.h"
 #include "embstore/common/write_file.h"
-#include "embstore/objstore/s3.h"
+#include "embstore/objstore/object_store.h"
+#include "embstore/objstore/transfer.h"
 #include "embstore/store/format.h"
 #include "embstore/store/names.h"
 #include "file_reader.h"
@@ -36,14 +37,15 @@ constexpr int kFetchParallel = 8;
 
 class ObjectSource final : public RowSource {
  public:
-  ObjectSource(std::unique_ptr<objstore::S3Client> s3, objstore::S3Url url, std::string etag,
-               int fd, std::uint64_t data_offset, std::unique_ptr<internal::FileReader> reader,
-               std::string copy_path, std::uint64_t opened_bytes)
+  ObjectSource(std::unique_ptr<objstore::ObjectStore> store, objstore::ObjectUrl url,
+               std::string version, int fd, std::uint64_t data_offset,
+               std::unique_ptr<internal::FileReader> reader, std::string copy_path,
+               std::uint64_t opened_bytes)
       : transferred_(opened_bytes),
-        s3_(std::move(s3)),
+        store_(std::move(store)),
         url_(std::move(url)),
         location_(url_.ToString()),
-        etag_(std::move(etag)),
+        version_(std::move(version)),
         fd_(fd),
         data_offset_(data_offset),
         reader_(std::move(reader)),
@@ -159,7 +161,7 @@ class ObjectSource final : public RowSource {
           if (!first_error.ok()) return;
         }
         buf.resize(pieces[i].len);
-        Status st = s3_->GetRange(url_, pieces[i].off, buf, etag_);
+        Status st = store_->ReadRange(url_, version_, pieces[i].off, buf);
         if (st.ok()) {
           transferred_ += buf.size();
           st = WriteAllAt(fd_, pieces[i].off, buf, "the local copy of " + location_);
@@ -177,8 +179,9 @@ class ObjectSource final : public RowSource {
     for (auto& th : threads) th.join();
     if (!first_error.ok()) {
       if (first_error.code() == StatusCode::kFailedPrecondition) {
-        return Status::FailedPrecondition(location_ + " was replaced since it was opened (ETag " +
-                                          etag_ + "); open it again to read the new version");
+        return Status::FailedPrecondition(location_ +
+                                          " was replaced since it was opened (version " + version_ +
+                                          "); open it again to read the new version");
       }
       return first_error;
     }
@@ -189,10 +192,10 @@ class ObjectSource final : public RowSource {
   }
 
   std::atomic<std::uint64_t> transferred_;
-  std::unique_ptr<objstore::S3Client> s3_;
-  objstore::S3Url url_;
+  std::unique_ptr<objstore::ObjectStore> store_;
+  objstore::ObjectUrl url_;
   std::string location_;
-  std::string etag_;
+  std::string version_;
   int fd_;
   std::uint64_t data_offset_;
   std::unique_ptr<internal::FileReader> reader_;
@@ -201,53 +204,20 @@ class ObjectSource final : public RowSource {
   std::vector<bool> present_;  // per checksum block, guarded by mu_
 };
 
-std::uint64_t LoadLe64(const std::byte* p) {
-  std::uint64_t v = 0;
-  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
-  return v;
-}
-
 }  // namespace
 
 Result<std::unique_ptr<RowSource>> OpenObjectSource(const std::string& address) {
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url,
-                            objstore::ParseS3ObjectUrl(address, "a table object"));
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Config config, objstore::S3ConfigFromEnvironment());
-  auto s3 = std::make_unique<objstore::S3Client>(std::move(config));
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectInfo info, s3->Head(url));
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectUrl url,
+                            objstore::ParseObjectKeyUrl(address, "a table object"));
+  EMBSTORE_ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(url));
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectInfo info, store->Stat(url));
   const std::string what = url.ToString();
-  auto bad = [&](const std::string& why) {
-    return Status::Corruption(what + " is not an embstore table: " + why);
-  };
-  if (info.size < 8) return bad("it holds " + std::to_string(info.size) + " bytes");
-  std::byte len_bytes[8];
-  EMBSTORE_RETURN_NOT_OK(s3->GetRange(url, 0, len_bytes, info.etag));
-  const std::uint64_t header_len = LoadLe64(len_bytes);
-  if (header_len > store::kMaxHeaderBytes || header_len > info.size - 8) {
-    return bad("its header length field says " + std::to_string(header_len) + " bytes");
-  }
-  std::vector<std::byte> head(8 + header_len);
-  EMBSTORE_RETURN_NOT_OK(s3->GetRange(url, 0, head, info.etag));
-  // Where the matrix ends: everything after it (checksums, keys) is fetched now.
-  std::uint64_t matrix_end = 0;
-  try {
-    auto j = nlohmann::json::parse(reinterpret_cast<const char*>(head.data()) + 8,
-                                   reinterpret_cast<const char*>(head.data()) + head.size());
-    matrix_end = j.at("embedding").at("data_offsets").at(1).get<std::uint64_t>();
-  } catch (const std::exception& e) {
-    return bad(std::string("its header does not name the embedding's extent (") + e.what() + ")");
-  }
-  const std::uint64_t data_offset = 8 + header_len;
-  if (matrix_end > info.size - data_offset) {
-    return bad("its matrix runs past the object's " + std::to_string(info.size) + " bytes");
-  }
-  const std::uint64_t tail_at = data_offset + matrix_end;
-  std::vector<std::byte> tail(info.size - tail_at);
-  EMBSTORE_RETURN_NOT_OK(s3->GetRange(url, tail_at, tail, info.etag));
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::TableFrame frame,
+                            objstore::FetchTableFrame(*store, url, info));
 
   // The private sparse copy.
   const char* tmp = std::getenv("TMPDIR");
-  std::string tmpl = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/embstore-s3-XXXXXX";
+  std::string tmpl = std::string(tmp != nullptr && *tmp ? tmp : "/tmp") + "/embstore-object-XXXXXX";
   std::vector<char> dir(tmpl.begin(), tmpl.end());
   dir.push_back('\0');
   if (::mkdtemp(dir.data()) == nullptr) {
@@ -268,21 +238,23 @@ Result<std::unique_ptr<RowSource>> OpenObjectSource(const std::string& address) 
   if (::ftruncate(fd, static_cast<off_t>(info.size)) != 0) {
     st = Status::FromErrno("size the local copy of " + what, errno);
   }
-  if (st.ok()) st = WriteAllAt(fd, 0, head, "the local copy of " + what);
-  if (st.ok()) st = WriteAllAt(fd, tail_at, tail, "the local copy of " + what);
+  if (st.ok()) st = WriteAllAt(fd, 0, frame.head, "the local copy of " + what);
+  if (st.ok()) st = WriteAllAt(fd, frame.tail_offset(), frame.tail, "the local copy of " + what);
   Result<std::unique_ptr<internal::FileReader>> reader =
-      st.ok() ? internal::FileReader::Open(path) : Result<std::unique_ptr<internal::FileReader>>(st);
+      st.ok() ? internal::FileReader::Open(path)
+              : Result<std::unique_ptr<internal::FileReader>>(st);
   cleanup();  // the open descriptors and the mapping keep the file alive, nothing else does
   if (!reader.ok()) {
     ::close(fd);
     Status e = reader.status();
     std::string msg = e.message();
-    for (std::size_t at; (at = msg.find(path)) != std::string::npos;) msg.replace(at, path.size(), what);
+    for (std::size_t at; (at = msg.find(path)) != std::string::npos;)
+      msg.replace(at, path.size(), what);
     return Status(e.code(), msg);
   }
-  return std::unique_ptr<RowSource>(new ObjectSource(std::move(s3), std::move(url), info.etag,
-                                                     fd, data_offset, std::move(reader).value(),
-                                                     path, 8 + head.size() + tail.size()));
+  return std::unique_ptr<RowSource>(
+      new ObjectSource(std::move(store), std::move(url), info.version, fd, frame.data_offset,
+                       std::move(reader).value(), path, frame.fetched));
 }
 
 }  // namespace embstore::client

@@ -35,7 +35,7 @@ class ObjectSourceTest : public testkit::S3ServerTest {
     auto bytes = testing::WriteRandomTable(path, rows, dim, DType::kF32, keys, 1000, seed);
     objstore::TransferOptions o;
     o.overwrite = true;
-    auto st = objstore::UploadFile(*s3_, path, {"tables", key}, o);
+    auto st = objstore::UploadFile(*s3_, path, {"s3", "tables", key}, o);
     EXPECT_TRUE(st.ok()) << st.status().ToString();
     return bytes;
   }
@@ -143,7 +143,7 @@ TEST_F(ObjectSourceTest, ACorruptBlockIsNamedByItsAddress) {
   objstore::TransferOptions o;
   o.overwrite = true;
   o.verify = false;
-  ASSERT_TRUE(objstore::UploadFile(*s3_, path, {"tables", "bad/t.emb"}, o).ok());
+  ASSERT_TRUE(objstore::UploadFile(*s3_, path, {"s3", "tables", "bad/t.emb"}, o).ok());
   auto src = OpenSource("s3://tables/bad/t.emb");
   ASSERT_TRUE(src.ok()) << src.status().ToString();
   std::vector<std::byte> out(1000 * 32);

@@ -11,7 +11,7 @@
 #include "embstore/client/client.h"
 #include "embstore/client/sharded.h"
 #include "embstore/common/address.h"
-#include "embstore/objstore/s3.h"
+#include "embstore/objstore/object_store.h"
 #include "embstore/store/names.h"
 
 namespace embstore::client {
@@ -33,10 +33,10 @@ Status NeedsTable(const std::string& location, LocationKind kind, const SourceOp
   return store::ValidateTableName(o.table);
 }
 
-// The object of the table at an s3:// location: the key itself, or PREFIX/NAME.emb for a bucket, a
-// prefix ending in '/', or (with a table name) a key that does not end in .emb.
-Result<objstore::S3Url> TableObject(const std::string& location, const SourceOptions& o) {
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, objstore::ParseS3Url(location));
+// The object of the table at an s3:// or hdfs:// location: the key itself, or PREFIX/NAME.emb for a
+// bucket or folder, a prefix ending in '/', or (with a table name) a key that does not end in .emb.
+Result<objstore::ObjectUrl> TableObject(const std::string& location, const SourceOptions& o) {
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectUrl url, objstore::ParseObjectUrl(location));
   if (url.NamesPrefix() || (!o.table.empty() && !url.key.ends_with(store::kTableSuffix))) {
     EMBSTORE_RETURN_NOT_OK(NeedsTable(location, LocationKind::kObjectPrefix, o));
     if (!url.NamesPrefix()) url.key += '/';
@@ -60,12 +60,18 @@ bool IsServerTarget(std::string_view s) {
 
 std::string_view LocationKindName(LocationKind kind) {
   switch (kind) {
-    case LocationKind::kObject: return "object";
-    case LocationKind::kObjectPrefix: return "object prefix";
-    case LocationKind::kManifest: return "manifest";
-    case LocationKind::kFile: return "file";
-    case LocationKind::kDirectory: return "directory";
-    case LocationKind::kServer: return "server";
+    case LocationKind::kObject:
+      return "object";
+    case LocationKind::kObjectPrefix:
+      return "object prefix";
+    case LocationKind::kManifest:
+      return "manifest";
+    case LocationKind::kFile:
+      return "file";
+    case LocationKind::kDirectory:
+      return "directory";
+    case LocationKind::kServer:
+      return "server";
   }
   return "location";
 }
@@ -76,10 +82,13 @@ bool HoldsSeveralTables(LocationKind kind) {
 }
 
 Result<LocationKind> ClassifyLocation(const std::string& location) {
-  if (location.empty()) return Status::InvalidArgument("empty location: give a table file, a "
-                                                       "store directory, a server or s3://");
-  if (objstore::IsS3Url(location)) {
-    EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, objstore::ParseS3Url(location));
+  if (location.empty()) {
+    return Status::InvalidArgument(
+        "empty location: give a table file, a store directory, a "
+        "server, s3:// or hdfs://");
+  }
+  if (objstore::IsObjectUrl(location)) {
+    EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectUrl url, objstore::ParseObjectUrl(location));
     return url.NamesPrefix() ? LocationKind::kObjectPrefix : LocationKind::kObject;
   }
   struct stat st;
@@ -98,17 +107,16 @@ Result<LocationKind> ClassifyLocation(const std::string& location) {
   }
   return Status::NotFound("'" + location +
                           "' is neither a table file, a store directory, a shard manifest "
-                          "(.json), an s3:// address nor a server target (host:port or "
-                          "unix:PATH)");
+                          "(.json), an s3:// or hdfs:// address nor a server target "
+                          "(host:port or unix:PATH)");
 }
 
-Result<std::unique_ptr<RowSource>> OpenSource(const std::string& location,
-                                              const SourceOptions& o) {
+Result<std::unique_ptr<RowSource>> OpenSource(const std::string& location, const SourceOptions& o) {
   EMBSTORE_ASSIGN_OR_RETURN(LocationKind kind, ClassifyLocation(location));
   switch (kind) {
     case LocationKind::kObject:
     case LocationKind::kObjectPrefix: {
-      EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, TableObject(location, o));
+      EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectUrl url, TableObject(location, o));
       return OpenObjectSource(url.ToString());
     }
     case LocationKind::kManifest: {
@@ -144,7 +152,7 @@ Result<std::unique_ptr<RowSource>> OpenSource(const std::string& location,
 Result<std::string> TableObjectUrl(const std::string& location, const std::string& table) {
   SourceOptions o;
   o.table = table;
-  EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, TableObject(location, o));
+  EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectUrl url, TableObject(location, o));
   return url.ToString();
 }
 
@@ -154,15 +162,14 @@ Result<std::vector<std::string>> ListTables(const std::string& location,
   std::vector<std::string> names;
   switch (kind) {
     case LocationKind::kObject: {
-      EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, objstore::ParseS3Url(location));
+      EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectUrl url, objstore::ParseObjectUrl(location));
       names.push_back(store::TableNameOfFile(url.key));
       break;
     }
     case LocationKind::kObjectPrefix: {
-      EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Url url, objstore::ParseS3Url(location));
-      EMBSTORE_ASSIGN_OR_RETURN(objstore::S3Config config, objstore::S3ConfigFromEnvironment());
-      objstore::S3Client s3(std::move(config));
-      EMBSTORE_ASSIGN_OR_RETURN(auto objects, s3.List(url.bucket, url.key));
+      EMBSTORE_ASSIGN_OR_RETURN(objstore::ObjectUrl url, objstore::ParseObjectUrl(location));
+      EMBSTORE_ASSIGN_OR_RETURN(auto store, objstore::OpenObjectStore(url));
+      EMBSTORE_ASSIGN_OR_RETURN(auto objects, store->List(url));
       for (const auto& obj : objects) {
         std::string_view rest = std::string_view(obj.key).substr(url.key.size());
         if (rest.find('/') != std::string_view::npos) continue;  // deeper than the prefix

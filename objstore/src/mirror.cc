@@ -37,12 +37,15 @@ Status WriteEtag(const std::string& dir, const std::string& name, const std::str
 
 }  // namespace
 
-TableMirror::TableMirror(std::unique_ptr<S3Client> s3, S3Url prefix, std::string dir,
+TableMirror::TableMirror(std::unique_ptr<ObjectStore> store, ObjectUrl prefix, std::string dir,
                          MirrorOptions o)
-    : s3_(std::move(s3)), prefix_(std::move(prefix)), dir_(std::move(dir)), options_(std::move(o)) {}
+    : store_(std::move(store)),
+      prefix_(std::move(prefix)),
+      dir_(std::move(dir)),
+      options_(std::move(o)) {}
 
-Result<std::unique_ptr<TableMirror>> TableMirror::Create(std::unique_ptr<S3Client> s3, S3Url prefix,
-                                                         std::string cache_dir,
+Result<std::unique_ptr<TableMirror>> TableMirror::Create(std::unique_ptr<ObjectStore> store,
+                                                         ObjectUrl prefix, std::string cache_dir,
                                                          MirrorOptions options) {
   if (!prefix.key.empty() && prefix.key.back() != '/') prefix.key += "/";
   std::error_code ec;
@@ -51,8 +54,8 @@ Result<std::unique_ptr<TableMirror>> TableMirror::Create(std::unique_ptr<S3Clien
     return Status::InvalidArgument("cache directory '" + cache_dir + "' cannot be created: " +
                                    (ec ? ec.message() : std::string("not a directory")));
   }
-  return std::unique_ptr<TableMirror>(
-      new TableMirror(std::move(s3), std::move(prefix), std::move(cache_dir), std::move(options)));
+  return std::unique_ptr<TableMirror>(new TableMirror(std::move(store), std::move(prefix),
+                                                      std::move(cache_dir), std::move(options)));
 }
 
 TableMirror::~TableMirror() { Stop(); }
@@ -62,7 +65,7 @@ void TableMirror::Emit(const MirrorEvent& e) const {
 }
 
 Result<SyncResult> TableMirror::Sync() {
-  EMBSTORE_ASSIGN_OR_RETURN(auto objects, s3_->List(prefix_.bucket, prefix_.key));
+  EMBSTORE_ASSIGN_OR_RETURN(auto objects, store_->List(prefix_));
   SyncResult r;
   std::set<std::string> present;
   for (const ObjectInfo& o : objects) {
@@ -70,29 +73,29 @@ Result<SyncResult> TableMirror::Sync() {
     if (!IsTableName(name)) continue;  // sub-prefixes and other objects are not tables here
     present.insert(name);
     const std::string path = dir_ + "/" + name;
-    const S3Url url{prefix_.bucket, o.key};
+    const ObjectUrl url{prefix_.scheme, prefix_.authority, o.key};
     MirrorEvent e;
     e.kind = MirrorEvent::Kind::kUnchanged;
     e.object = url.ToString();
     e.path = path;
-    e.etag = o.etag;
+    e.version = o.version;
     e.bytes = o.size;
-    if (!o.etag.empty() && CachedEtag(dir_, name) == o.etag) {
+    if (!o.version.empty() && CachedEtag(dir_, name) == o.version) {
       ++r.unchanged;
       continue;
     }
     TransferOptions t;
     t.overwrite = true;
     t.parallel = options_.parallel;
-    auto stats = DownloadTable(*s3_, url, path, t);
-    Status st = stats.ok() ? WriteEtag(dir_, name, stats->etag) : stats.status();
+    auto stats = DownloadTable(*store_, url, path, t);
+    Status st = stats.ok() ? WriteEtag(dir_, name, stats->version) : stats.status();
     if (!st.ok()) {
       e.kind = MirrorEvent::Kind::kFailed;
       e.error = st;
       ++r.failed;
     } else {
       e.kind = MirrorEvent::Kind::kFetched;
-      e.etag = stats->etag;
+      e.version = stats->version;
       e.bytes = stats->bytes;
       e.seconds = stats->seconds;
       ++r.fetched;
@@ -110,7 +113,7 @@ Result<SyncResult> TableMirror::Sync() {
     fs::remove(etag_file, ec);
     MirrorEvent e;
     e.kind = MirrorEvent::Kind::kRemoved;
-    e.object = S3Url{prefix_.bucket, prefix_.key + name}.ToString();
+    e.object = ObjectUrl{prefix_.scheme, prefix_.authority, prefix_.key + name}.ToString();
     e.path = entry.path().string();
     Emit(e);
     ++r.removed;

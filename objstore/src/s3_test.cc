@@ -18,7 +18,6 @@ namespace {
 
 using testkit::S3ServerTest;
 
-
 // --- Against a real server ---------------------------------------------------------------------
 
 std::vector<std::byte> Pattern(std::size_t n, unsigned seed) {
@@ -32,23 +31,27 @@ TEST_F(S3ServerTest, PutHeadRangedGetListDelete) {
   S3Client s3(Config());
   ASSERT_TRUE(s3.CreateBucket("objtest").ok());
   const auto data = Pattern(3 << 20, 1);
-  const S3Url url{"objtest", "dir/with space/t\xc3\xa9st+1.emb"};  // encoded in path and list
+  const ObjectUrl url{"s3", "objtest",
+                      "dir/with space/t\xc3\xa9st+1.emb"};  // encoded in path and list
   ASSERT_TRUE(s3.Put(url, data).ok());
-  auto head = s3.Head(url);
+  auto head = s3.Stat(url);
   ASSERT_TRUE(head.ok()) << head.status().ToString();
   EXPECT_EQ(head->size, data.size());
-  EXPECT_FALSE(head->etag.empty());
+  EXPECT_FALSE(head->version.empty());
 
   std::vector<std::byte> part(100000);
   ASSERT_TRUE(s3.GetRange(url, 12345, part).ok());
   EXPECT_TRUE(std::equal(part.begin(), part.end(), data.begin() + 12345));
   std::vector<std::byte> all(data.size());
-  ASSERT_TRUE(s3.GetRange(url, 0, all, head->etag).ok());
+  ASSERT_TRUE(s3.GetRange(url, 0, all, head->version).ok());
   EXPECT_EQ(all, data);
 
-  ASSERT_TRUE(s3.Put(S3Url{"objtest", "dir/other.emb"}, std::span<const std::byte>()).ok());
-  ASSERT_TRUE(s3.Put(S3Url{"objtest", "elsewhere.emb"}, std::span<const std::byte>(data).first(10)).ok());
-  auto list = s3.List("objtest", "dir/");
+  ASSERT_TRUE(
+      s3.Put(ObjectUrl{"s3", "objtest", "dir/other.emb"}, std::span<const std::byte>()).ok());
+  ASSERT_TRUE(s3.Put(ObjectUrl{"s3", "objtest", "elsewhere.emb"},
+                     std::span<const std::byte>(data).first(10))
+                  .ok());
+  auto list = s3.List(ObjectUrl{"s3", "objtest", "dir/"});
   ASSERT_TRUE(list.ok()) << list.status().ToString();
   ASSERT_EQ(list->size(), 2u);
   std::map<std::string, std::uint64_t> sizes;
@@ -57,7 +60,7 @@ TEST_F(S3ServerTest, PutHeadRangedGetListDelete) {
   EXPECT_EQ(sizes["dir/other.emb"], 0u);
 
   ASSERT_TRUE(s3.Delete(url).ok());
-  auto gone = s3.Head(url);
+  auto gone = s3.Stat(url);
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
 }
@@ -66,10 +69,10 @@ TEST_F(S3ServerTest, MissingObjectAndBucketAreNotFound) {
   S3Client s3(Config());
   ASSERT_TRUE(s3.CreateBucket("objtest").ok());
   std::vector<std::byte> buf(10);
-  Status st = s3.GetRange(S3Url{"objtest", "no/such.emb"}, 0, buf);
+  Status st = s3.GetRange(ObjectUrl{"s3", "objtest", "no/such.emb"}, 0, buf);
   EXPECT_EQ(st.code(), StatusCode::kNotFound) << st.ToString();
   EXPECT_NE(st.message().find("s3://objtest/no/such.emb"), std::string::npos) << st.ToString();
-  auto nb = s3.List("no-such-bucket-here", "");
+  auto nb = s3.List(ObjectUrl{"s3", "no-such-bucket-here", ""});
   ASSERT_FALSE(nb.ok());
   EXPECT_EQ(nb.status().code(), StatusCode::kNotFound) << nb.status().ToString();
 }
@@ -78,23 +81,24 @@ TEST_F(S3ServerTest, WrongCredentialsArePermissionDenied) {
   S3Config bad = Config();
   bad.secret_key = "not-the-secret";
   S3Client s3(bad);
-  auto h = s3.Head(S3Url{"objtest", "anything"});
+  auto h = s3.Stat(ObjectUrl{"s3", "objtest", "anything"});
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().code(), StatusCode::kPermissionDenied) << h.status().ToString();
   S3Config anon = Config();
   anon.access_key.clear();
   anon.secret_key.clear();
-  Status put = S3Client(anon).Put(S3Url{"objtest", "anon.emb"}, std::span<const std::byte>());
+  Status put =
+      S3Client(anon).Put(ObjectUrl{"s3", "objtest", "anon.emb"}, std::span<const std::byte>());
   EXPECT_EQ(put.code(), StatusCode::kPermissionDenied) << put.ToString();
   std::vector<std::byte> buf(4);
-  Status get = s3.GetRange(S3Url{"objtest", "anything"}, 0, buf);
+  Status get = s3.GetRange(ObjectUrl{"s3", "objtest", "anything"}, 0, buf);
   EXPECT_NE(get.message().find("SignatureDoesNotMatch"), std::string::npos) << get.ToString();
 }
 
 TEST_F(S3ServerTest, MultipartAppearsOnlyWhenComplete) {
   S3Client s3(Config());
   ASSERT_TRUE(s3.CreateBucket("objtest").ok());
-  const S3Url url{"objtest", "multi.emb"};
+  const ObjectUrl url{"s3", "objtest", "multi.emb"};
   const auto data = Pattern((5 << 20) * 2 + 777, 2);
   auto id = s3.CreateMultipartUpload(url);
   ASSERT_TRUE(id.ok()) << id.status().ToString();
@@ -104,7 +108,7 @@ TEST_F(S3ServerTest, MultipartAppearsOnlyWhenComplete) {
     auto e = s3.UploadPart(url, *id, static_cast<int>(n), std::span(data).subspan(off, len));
     ASSERT_TRUE(e.ok()) << e.status().ToString();
     etags.push_back(*e);
-    EXPECT_EQ(s3.Head(url).status().code(), StatusCode::kNotFound);  // nothing visible yet
+    EXPECT_EQ(s3.Stat(url).status().code(), StatusCode::kNotFound);  // nothing visible yet
   }
   auto done = s3.CompleteMultipartUpload(url, *id, etags);
   ASSERT_TRUE(done.ok()) << done.status().ToString();
@@ -113,24 +117,24 @@ TEST_F(S3ServerTest, MultipartAppearsOnlyWhenComplete) {
   EXPECT_EQ(back, data);
 
   // An aborted upload leaves nothing.
-  const S3Url other{"objtest", "aborted.emb"};
+  const ObjectUrl other{"s3", "objtest", "aborted.emb"};
   auto id2 = s3.CreateMultipartUpload(other);
   ASSERT_TRUE(id2.ok());
   ASSERT_TRUE(s3.UploadPart(other, *id2, 1, std::span(data).first(1000)).ok());
   ASSERT_TRUE(s3.AbortMultipartUpload(other, *id2).ok());
-  EXPECT_EQ(s3.Head(other).status().code(), StatusCode::kNotFound);
+  EXPECT_EQ(s3.Stat(other).status().code(), StatusCode::kNotFound);
 }
 
 TEST_F(S3ServerTest, ReplacedObjectFailsIfMatch) {
   S3Client s3(Config());
   ASSERT_TRUE(s3.CreateBucket("objtest").ok());
-  const S3Url url{"objtest", "replaced.emb"};
+  const ObjectUrl url{"s3", "objtest", "replaced.emb"};
   ASSERT_TRUE(s3.Put(url, Pattern(1000, 3)).ok());
-  auto v1 = s3.Head(url);
+  auto v1 = s3.Stat(url);
   ASSERT_TRUE(v1.ok());
   ASSERT_TRUE(s3.Put(url, Pattern(1000, 4)).ok());
   std::vector<std::byte> buf(100);
-  Status st = s3.GetRange(url, 0, buf, v1->etag);
+  Status st = s3.GetRange(url, 0, buf, v1->version);
   EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
 }
 

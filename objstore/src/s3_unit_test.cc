@@ -16,7 +16,7 @@ using testkit::TempDir;
 TEST(S3UrlTest, Parses) {
   auto u = ParseS3Url("s3://tables/emb/item.emb");
   ASSERT_TRUE(u.ok()) << u.status().ToString();
-  EXPECT_EQ(u->bucket, "tables");
+  EXPECT_EQ(u->authority, "tables");
   EXPECT_EQ(u->key, "emb/item.emb");
   EXPECT_EQ(u->ToString(), "s3://tables/emb/item.emb");
   auto b = ParseS3Url("s3://tables");
@@ -59,8 +59,8 @@ TEST(S3XmlTest, RepliesAreReadWithEntitiesDecoded) {
   EXPECT_EQ(XmlRootChildText(error, "Empty").value(), "");
   EXPECT_FALSE(XmlRootChildText(error, "Missing").has_value());
   // A proxy's HTML, or a body cut short, is no S3 reply: nothing is found in it.
-  for (std::string bad : {"<html><body><h1>502 Bad Gateway</h1></body>", "<Error><Code>Slow",
-                          "", "not xml at all"}) {
+  for (std::string bad :
+       {"<html><body><h1>502 Bad Gateway</h1></body>", "<Error><Code>Slow", "", "not xml at all"}) {
     EXPECT_EQ(XmlRootName(bad), "") << bad;
     EXPECT_FALSE(XmlRootChildText(bad, "Code").has_value()) << bad;
   }
@@ -78,19 +78,22 @@ TEST(S3XmlTest, ListPagesAndTheirRefusals) {
   ASSERT_EQ(p->objects.size(), 2u);
   EXPECT_EQ(p->objects[0].key, "t/a&b.emb");
   EXPECT_EQ(p->objects[0].size, 123u);
-  EXPECT_EQ(p->objects[0].etag, "\"e1\"");
+  EXPECT_EQ(p->objects[0].version, "\"e1\"");
   EXPECT_EQ(p->objects[1].size, 18446744073709551615ull);
   EXPECT_TRUE(p->truncated);
   EXPECT_EQ(p->next_token, "tok&1");
-  auto last = ParseListPage("<ListBucketResult><IsTruncated>false</IsTruncated>"
-                            "</ListBucketResult>", "s3://b/");
+  auto last = ParseListPage(
+      "<ListBucketResult><IsTruncated>false</IsTruncated>"
+      "</ListBucketResult>",
+      "s3://b/");
   ASSERT_TRUE(last.ok());
   EXPECT_TRUE(last->objects.empty());
   EXPECT_FALSE(last->truncated);
-  for (std::string bad : {"<Error><Code>AccessDenied</Code></Error>", "<ListBucketResult>",
-                          "<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents>"
-                          "</ListBucketResult>",
-                          "<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>"}) {
+  for (std::string bad :
+       {"<Error><Code>AccessDenied</Code></Error>", "<ListBucketResult>",
+        "<ListBucketResult><Contents><Key>k</Key><Size>-1</Size></Contents>"
+        "</ListBucketResult>",
+        "<ListBucketResult><Contents><Key>k</Key></Contents></ListBucketResult>"}) {
     auto r = ParseListPage(bad, "s3://b/t/");
     ASSERT_FALSE(r.ok()) << bad;
     EXPECT_EQ(r.status().code(), StatusCode::kIOError);
@@ -116,8 +119,10 @@ S3Config ConfigOf(const std::map<std::string, std::string>& env) {
 }
 
 TEST(S3ConfigTest, VariablesWin) {
-  auto c = ConfigOf({{"AWS_ACCESS_KEY_ID", "AK"}, {"AWS_SECRET_ACCESS_KEY", "SK"},
-                     {"AWS_SESSION_TOKEN", "T"}, {"AWS_REGION", "eu-west-1"},
+  auto c = ConfigOf({{"AWS_ACCESS_KEY_ID", "AK"},
+                     {"AWS_SECRET_ACCESS_KEY", "SK"},
+                     {"AWS_SESSION_TOKEN", "T"},
+                     {"AWS_REGION", "eu-west-1"},
                      {"AWS_ENDPOINT_URL", "http://127.0.0.1:9000/"}});
   EXPECT_EQ(c.access_key, "AK");
   EXPECT_EQ(c.secret_key, "SK");
@@ -162,8 +167,9 @@ TEST(S3ConfigTest, ProfilesFromFiles) {
 }
 
 TEST(S3ConfigTest, HalfGivenKeysAndBadEndpointsAreErrors) {
-  auto half = S3ConfigFromEnvironment(
-      [](const char* n) -> const char* { return std::string(n) == "AWS_ACCESS_KEY_ID" ? "AK" : nullptr; });
+  auto half = S3ConfigFromEnvironment([](const char* n) -> const char* {
+    return std::string(n) == "AWS_ACCESS_KEY_ID" ? "AK" : nullptr;
+  });
   ASSERT_FALSE(half.ok());
   EXPECT_NE(half.status().message().find("half given"), std::string::npos);
   auto bad = S3ConfigFromEnvironment([](const char* n) -> const char* {
@@ -179,7 +185,7 @@ TEST(S3UnreachableTest, RefusedConnectionIsUnavailableAfterRetries) {
   c.max_attempts = 2;
   c.first_backoff = std::chrono::milliseconds(1);
   S3Client s3(c);
-  auto h = s3.Head(S3Url{"bucket", "key"});
+  auto h = s3.Stat(ObjectUrl{"s3", "bucket", "key"});
   ASSERT_FALSE(h.ok());
   EXPECT_EQ(h.status().code(), StatusCode::kUnavailable) << h.status().ToString();
   EXPECT_NE(h.status().message().find("s3://bucket/key"), std::string::npos);

@@ -9,73 +9,40 @@
 #include <chrono>
 #include <condition_variable>
 #include <mutex>
+#include <nlohmann/json.hpp>
 #include <thread>
 #include <vector>
 
 #include "embstore/common/atomic_file.h"
+#include "embstore/store/format.h"
 #include "embstore/store/table.h"
+#include "parts.h"
 
 namespace embstore::objstore {
 namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// Runs part(i) for i in [0, count) on `parallel` threads, stopping at the first error; calls
-// `progress` from this thread after each part (and at least ten times a second). The first error
-// wins.
-Status RunParts(std::uint64_t count, int parallel, std::uint64_t total,
-                const std::atomic<std::uint64_t>& done,
-                const std::function<bool(std::uint64_t, std::uint64_t)>& progress,
-                const std::function<Status(std::uint64_t)>& part) {
-  std::atomic<std::uint64_t> next{0};
-  std::atomic<bool> stop{false};
-  std::mutex mu;
-  std::condition_variable cv;
-  Status first;
-  int running = static_cast<int>(std::min<std::uint64_t>(std::max(1, parallel), std::max<std::uint64_t>(count, 1)));
-  std::vector<std::thread> threads;
-  for (int t = 0; t < running; ++t) {
-    threads.emplace_back([&] {
-      for (std::uint64_t i; !stop.load() && (i = next.fetch_add(1)) < count;) {
-        Status st = part(i);
-        std::lock_guard<std::mutex> l(mu);
-        if (!st.ok()) {
-          if (first.ok()) first = st;
-          stop = true;
-        }
-        cv.notify_all();  // progress after every part
-      }
-      std::lock_guard<std::mutex> l(mu);
-      --running;
-      cv.notify_all();
-    });
-  }
-  {
-    std::unique_lock<std::mutex> l(mu);
-    while (running > 0) {
-      cv.wait_for(l, std::chrono::milliseconds(100));
-      if (progress && !stop.load()) {
-        l.unlock();
-        const bool go_on = progress(done.load(), total);
-        l.lock();
-        if (!go_on) {
-          if (first.ok()) first = Status::Cancelled("transfer cancelled");
-          stop = true;
-        }
-      }
-    }
-  }
-  for (auto& t : threads) t.join();
-  return first;
+std::uint64_t LoadLe64(const std::byte* p) {
+  std::uint64_t v = 0;
+  for (int i = 7; i >= 0; --i) v = (v << 8) | static_cast<std::uint8_t>(p[i]);
+  return v;
 }
 
-Result<TransferStats> Download(S3Client& s3, const S3Url& url, const std::string& dest,
-                               const TransferOptions& o, bool table) {
-  const auto start = Clock::now();
-  EMBSTORE_ASSIGN_OR_RETURN(ObjectInfo info, s3.Head(url));
-  EMBSTORE_ASSIGN_OR_RETURN(auto file, AtomicFile::Create(dest, o.overwrite));
-  const std::uint64_t size = info.size;
-  // The whole size first: a full disk fails here, before any download.
+// `st` with every mention of the temporary file `temp` replaced by `url`: a message about a
+// download names what was downloaded.
+Status Renamed(const Status& st, const std::string& temp, const std::string& url) {
+  std::string msg = st.message();
+  for (std::size_t at; (at = msg.find(temp)) != std::string::npos;)
+    msg.replace(at, temp.size(), url);
+  return Status(st.code(), msg);
+}
+
+// The temporary file of a download, created next to `dest` with the object's size reserved: a
+// full disk fails here, before any download.
+Result<std::unique_ptr<AtomicFile>> CreateDestination(const std::string& dest, std::uint64_t size,
+                                                      const ObjectUrl& url, bool overwrite) {
+  EMBSTORE_ASSIGN_OR_RETURN(auto file, AtomicFile::Create(dest, overwrite));
   if (size > 0) {
     const int rc = ::posix_fallocate(file->fd(), 0, static_cast<off_t>(size));
     if (rc != 0 && rc != EOPNOTSUPP && rc != EINVAL) {
@@ -84,125 +51,164 @@ Result<TransferStats> Download(S3Client& s3, const S3Url& url, const std::string
                                rc);
     }
   }
-  const std::uint64_t part = std::max<std::uint64_t>(1 << 20, o.part_bytes);
-  const std::uint64_t count = (size + part - 1) / part;
-  std::atomic<std::uint64_t> done{0};
-  Status st = RunParts(count, o.parallel, size, done, o.progress, [&](std::uint64_t i) -> Status {
-    thread_local std::vector<std::byte> buf;
-    const std::uint64_t off = i * part;
-    const std::uint64_t len = std::min(part, size - off);
-    buf.resize(len);
-    EMBSTORE_RETURN_NOT_OK(s3.GetRange(url, off, buf, info.etag));
-    EMBSTORE_RETURN_NOT_OK(file->WriteAt(off, buf));
-    done += len;
-    return Status::OK();
-  });
-  if (!st.ok()) {
-    if (st.code() == StatusCode::kFailedPrecondition) {
-      st = Status::FailedPrecondition(url.ToString() + " was replaced during the download (ETag " +
-                                      info.etag + "); nothing was written to '" + dest +
-                                      "'; run again to fetch the new version");
-    }
-    return st;
-  }
-  if (table) {
-    // The downloaded bytes must be a valid table, every block matching its checksum, before the
-    // file gets its final name.
-    store::OpenOptions oo;
-    auto t = store::Table::Open(file->temp_path(), oo);
-    if (!t.ok()) {
-      return Status(t.status().code(), url.ToString() + " is not a valid embstore table: " +
-                                           t.status().message());
-    }
-    if (o.verify) {
-      Status v = (*t)->VerifyAll();
-      if (!v.ok()) {
-        return Status(v.code(), url.ToString() + " failed verification: " + v.message());
-      }
-    }
-  }
-  EMBSTORE_RETURN_NOT_OK(file->Commit());
+  return file;
+}
+
+Status ReplacedDuringDownload(const Status& st, const ObjectUrl& url, const ObjectInfo& info,
+                              const std::string& dest) {
+  if (st.code() != StatusCode::kFailedPrecondition) return st;
+  return Status::FailedPrecondition(url.ToString() + " was replaced during the download (version " +
+                                    info.version + "); nothing was written to '" + dest +
+                                    "'; run again to fetch the new version");
+}
+
+TransferStats Stats(const ObjectInfo& info, Clock::time_point start) {
   TransferStats stats;
-  stats.bytes = size;
-  stats.etag = info.etag;
+  stats.bytes = info.size;
+  stats.version = info.version;
   stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return stats;
 }
 
 }  // namespace
 
-Result<TransferStats> DownloadTable(S3Client& s3, const S3Url& url, const std::string& dest,
-                                    const TransferOptions& options) {
-  return Download(s3, url, dest, options, /*table=*/true);
+Result<TableFrame> FetchTableFrame(ObjectStore& store, const ObjectUrl& url,
+                                   const ObjectInfo& info) {
+  const std::string what = url.ToString();
+  auto bad = [&](const std::string& why) {
+    return Status::Corruption(what + " is not a valid embstore table: " + why);
+  };
+  if (info.size < 8) return bad("it holds " + std::to_string(info.size) + " bytes");
+  TableFrame f;
+  // Most headers are a few KiB: one read usually brings the whole of it.
+  f.head.resize(static_cast<std::size_t>(std::min<std::uint64_t>(info.size, 16 << 10)));
+  EMBSTORE_RETURN_NOT_OK(store.ReadRange(url, info.version, 0, f.head));
+  f.fetched = f.head.size();
+  const std::uint64_t header_len = LoadLe64(f.head.data());
+  if (header_len > store::kMaxHeaderBytes || header_len > info.size - 8) {
+    return bad("its header length field says " + std::to_string(header_len) + " bytes");
+  }
+  f.data_offset = 8 + header_len;
+  const std::size_t have = f.head.size();
+  f.head.resize(static_cast<std::size_t>(f.data_offset));
+  if (f.data_offset > have) {
+    EMBSTORE_RETURN_NOT_OK(
+        store.ReadRange(url, info.version, have, std::span<std::byte>(f.head).subspan(have)));
+    f.fetched += f.data_offset - have;
+  }
+  try {
+    auto j = nlohmann::json::parse(reinterpret_cast<const char*>(f.head.data()) + 8,
+                                   reinterpret_cast<const char*>(f.head.data()) + f.head.size());
+    f.matrix_bytes = j.at("embedding").at("data_offsets").at(1).get<std::uint64_t>();
+  } catch (const std::exception& e) {
+    return bad(std::string("its header does not name the embedding's extent (") + e.what() + ")");
+  }
+  if (f.matrix_bytes > info.size - f.data_offset) {
+    return bad("its matrix runs past the object's " + std::to_string(info.size) + " bytes");
+  }
+  f.tail.resize(static_cast<std::size_t>(info.size - f.tail_offset()));
+  EMBSTORE_RETURN_NOT_OK(store.ReadRange(url, info.version, f.tail_offset(), f.tail));
+  f.fetched += f.tail.size();
+  return f;
 }
 
-Result<TransferStats> DownloadObject(S3Client& s3, const S3Url& url, const std::string& dest,
-                                     const TransferOptions& options) {
-  return Download(s3, url, dest, options, /*table=*/false);
+Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
+                                    const std::string& dest, const TransferOptions& o) {
+  const auto start = Clock::now();
+  EMBSTORE_ASSIGN_OR_RETURN(ObjectInfo info, store.Stat(url));
+  EMBSTORE_ASSIGN_OR_RETURN(auto file, CreateDestination(dest, info.size, url, o.overwrite));
+  const std::string& temp = file->temp_path();
+  auto frame = FetchTableFrame(store, url, info);
+  if (!frame.ok()) return ReplacedDuringDownload(frame.status(), url, info, dest);
+  EMBSTORE_RETURN_NOT_OK(file->WriteAt(0, frame->head));
+  EMBSTORE_RETURN_NOT_OK(file->WriteAt(frame->tail_offset(), frame->tail));
+  // The frame in place, the file is a table whose rows are still zeros: store::Table reads the
+  // header, the checksums and the keys from it, and checks the rows as they come.
+  auto opened = store::Table::Open(temp);
+  if (!opened.ok()) {
+    return Status(opened.status().code(),
+                  url.ToString() + " is not a valid embstore table: " +
+                      Renamed(opened.status(), temp, url.ToString()).message());
+  }
+  const store::Table& table = **opened;
+  const std::uint64_t block_bytes = table.block_rows() * table.row_bytes();
+  const std::uint64_t blocks = table.num_blocks();
+  // Parts of whole checksum blocks, so that each is checked on its own.
+  const std::uint64_t per_part = std::max<std::uint64_t>(
+      1, std::max<std::uint64_t>(1 << 20, o.part_bytes) / std::max<std::uint64_t>(1, block_bytes));
+  const std::uint64_t count = (blocks + per_part - 1) / per_part;
+  std::atomic<std::uint64_t> done{frame->head.size() + frame->tail.size()};
+  Status st = internal::RunParts(
+      count, o.parallel, info.size, done, o.progress, [&](std::uint64_t i) -> Status {
+        thread_local std::vector<std::byte> buf;
+        const std::uint64_t first_block = i * per_part;
+        const std::uint64_t end_block = std::min(blocks, first_block + per_part);
+        const std::uint64_t first_row = first_block * table.block_rows();
+        const std::uint64_t end_row = std::min(table.rows(), end_block * table.block_rows());
+        const std::uint64_t off = table.data_offset() + first_row * table.row_bytes();
+        buf.resize((end_row - first_row) * table.row_bytes());
+        EMBSTORE_RETURN_NOT_OK(store.ReadRange(url, info.version, off, buf));
+        if (o.verify) {
+          for (std::uint64_t b = first_block; b < end_block; ++b) {
+            const std::uint64_t at = (b - first_block) * block_bytes;
+            const std::uint64_t len = std::min<std::uint64_t>(block_bytes, buf.size() - at);
+            Status c = table.CheckBlock(b, std::span<const std::byte>(buf).subspan(at, len));
+            if (!c.ok()) {
+              return Status(c.code(), url.ToString() + " failed verification: " +
+                                          Renamed(c, temp, url.ToString()).message());
+            }
+          }
+        }
+        EMBSTORE_RETURN_NOT_OK(file->WriteAt(off, buf));
+        done += buf.size();
+        return Status::OK();
+      });
+  if (!st.ok()) return ReplacedDuringDownload(st, url, info, dest);
+  if (o.verify) {
+    Status keys = table.VerifyKeys();
+    if (keys.ok()) keys = table.CheckIntact();
+    if (!keys.ok()) {
+      return Status(keys.code(), url.ToString() + " failed verification: " +
+                                     Renamed(keys, temp, url.ToString()).message());
+    }
+  }
+  opened->reset();
+  EMBSTORE_RETURN_NOT_OK(file->Commit());
+  return Stats(info, start);
 }
 
-Result<TransferStats> UploadFile(S3Client& s3, const std::string& path, const S3Url& url,
+Result<TransferStats> DownloadObject(ObjectStore& store, const ObjectUrl& url,
+                                     const std::string& dest, const TransferOptions& o) {
+  const auto start = Clock::now();
+  EMBSTORE_ASSIGN_OR_RETURN(ObjectInfo info, store.Stat(url));
+  EMBSTORE_ASSIGN_OR_RETURN(auto file, CreateDestination(dest, info.size, url, o.overwrite));
+  const std::uint64_t size = info.size;
+  const std::uint64_t part = std::max<std::uint64_t>(1 << 20, o.part_bytes);
+  const std::uint64_t count = (size + part - 1) / part;
+  std::atomic<std::uint64_t> done{0};
+  Status st =
+      internal::RunParts(count, o.parallel, size, done, o.progress, [&](std::uint64_t i) -> Status {
+        thread_local std::vector<std::byte> buf;
+        const std::uint64_t off = i * part;
+        buf.resize(std::min(part, size - off));
+        EMBSTORE_RETURN_NOT_OK(store.ReadRange(url, info.version, off, buf));
+        EMBSTORE_RETURN_NOT_OK(file->WriteAt(off, buf));
+        done += buf.size();
+        return Status::OK();
+      });
+  if (!st.ok()) return ReplacedDuringDownload(st, url, info, dest);
+  EMBSTORE_RETURN_NOT_OK(file->Commit());
+  return Stats(info, start);
+}
+
+Result<TransferStats> UploadFile(ObjectStore& store, const std::string& path, const ObjectUrl& url,
                                  const TransferOptions& o) {
   const auto start = Clock::now();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return Status::FromErrno("open '" + path + "'", errno);
-  struct Closer {
-    int fd;
-    ~Closer() { ::close(fd); }
-  } closer{fd};
   struct stat sb;
-  if (::fstat(fd, &sb) != 0) return Status::FromErrno("stat '" + path + "'", errno);
-  const std::uint64_t size = static_cast<std::uint64_t>(sb.st_size);
-  // S3: parts of at least 5 MiB (but the last), at most 10,000 parts.
-  std::uint64_t part = std::max<std::uint64_t>(5ull << 20, o.part_bytes);
-  part = std::max(part, (size + 9999) / 10000);
-
-  auto read_at = [&](std::uint64_t off, std::span<std::byte> out) -> Status {
-    std::uint64_t got = 0;
-    while (got < out.size()) {
-      const ssize_t n = ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(off + got));
-      if (n < 0 && errno == EINTR) continue;
-      if (n < 0) return Status::FromErrno("read '" + path + "'", errno);
-      if (n == 0) return Status::IOError("'" + path + "' shrank while it was being uploaded");
-      got += static_cast<std::uint64_t>(n);
-    }
-    return Status::OK();
-  };
-
+  if (::stat(path.c_str(), &sb) != 0) return Status::FromErrno("stat '" + path + "'", errno);
   TransferStats stats;
-  stats.bytes = size;
-  if (size <= part) {
-    std::vector<std::byte> all(size);
-    EMBSTORE_RETURN_NOT_OK(read_at(0, all));
-    EMBSTORE_RETURN_NOT_OK(s3.Put(url, all));
-  } else {
-    EMBSTORE_ASSIGN_OR_RETURN(std::string id, s3.CreateMultipartUpload(url));
-    const std::uint64_t count = (size + part - 1) / part;
-    std::vector<std::string> etags(count);
-    std::atomic<std::uint64_t> done{0};
-    Status st = RunParts(count, o.parallel, size, done, o.progress, [&](std::uint64_t i) -> Status {
-      thread_local std::vector<std::byte> buf;
-      const std::uint64_t off = i * part;
-      buf.resize(std::min(part, size - off));
-      EMBSTORE_RETURN_NOT_OK(read_at(off, buf));
-      EMBSTORE_ASSIGN_OR_RETURN(etags[i], s3.UploadPart(url, id, static_cast<int>(i + 1), buf));
-      done += buf.size();
-      return Status::OK();
-    });
-    if (st.ok()) {
-      auto etag = s3.CompleteMultipartUpload(url, id, etags);
-      if (etag.ok()) stats.etag = *etag;
-      st = etag.status();
-    }
-    if (!st.ok()) {
-      (void)s3.AbortMultipartUpload(url, id);  // best effort: the store expires it otherwise
-      return st;
-    }
-  }
-  if (stats.etag.empty()) {
-    auto head = s3.Head(url);
-    if (head.ok()) stats.etag = head->etag;
-  }
+  stats.bytes = static_cast<std::uint64_t>(sb.st_size);
+  EMBSTORE_ASSIGN_OR_RETURN(stats.version, store.Upload(path, url, o));
   stats.seconds = std::chrono::duration<double>(Clock::now() - start).count();
   return stats;
 }

@@ -11,8 +11,8 @@
 
 #include "embstore/store/table.h"
 #include "embstore/store/writer.h"
-#include "embstore/testkit/temp_dir.h"
 #include "embstore/testkit/s3_test_fixture.h"
+#include "embstore/testkit/temp_dir.h"
 
 namespace embstore::objstore {
 namespace {
@@ -55,18 +55,21 @@ class TransferTest : public S3ServerTest {
 TEST_F(TransferTest, UploadThenDownloadIsBitIdentical) {
   TempDir dir("xfer");
   const std::string src = MakeTable(dir, "src.emb", 60000, 64, 0.5f);  // ~15 MiB, several parts
-  const S3Url url{"tables", "round/trip.emb"};
+  const ObjectUrl url{"s3", "tables", "round/trip.emb"};
   TransferOptions o;
   o.part_bytes = 5 << 20;
   o.parallel = 3;
   std::uint64_t last = 0;
-  o.progress = [&](std::uint64_t done, std::uint64_t) { last = done; return true; };
+  o.progress = [&](std::uint64_t done, std::uint64_t) {
+    last = done;
+    return true;
+  };
   auto up = UploadFile(*s3_, src, url, o);
   ASSERT_TRUE(up.ok()) << up.status().ToString();
-  EXPECT_FALSE(up->etag.empty());
+  EXPECT_FALSE(up->version.empty());
   auto down = DownloadTable(*s3_, url, dir.File("back.emb"), o);
   ASSERT_TRUE(down.ok()) << down.status().ToString();
-  EXPECT_EQ(down->etag, up->etag);
+  EXPECT_EQ(down->version, up->version);
   EXPECT_EQ(ReadFileOrEmpty(dir.File("back.emb")), ReadFileOrEmpty(src));
   // An existing destination is kept unless overwrite.
   auto again = DownloadTable(*s3_, url, dir.File("back.emb"), o);
@@ -80,8 +83,8 @@ TEST_F(TransferTest, CorruptObjectIsNeverPublished) {
   const std::string src = MakeTable(dir, "src.emb", 5000, 16, 1.0f);
   std::string bytes = ReadFileOrEmpty(src);
   bytes[bytes.size() - 100] ^= 0x01;  // a flipped bit in the keys or the last rows
-  bytes[bytes.size() / 2] ^= 0x40;     // and one in the rows
-  const S3Url url{"tables", "corrupt.emb"};
+  bytes[bytes.size() / 2] ^= 0x40;    // and one in the rows
+  const ObjectUrl url{"s3", "tables", "corrupt.emb"};
   ASSERT_TRUE(s3_->Put(url, std::as_bytes(std::span<const char>(bytes.data(), bytes.size()))).ok());
   auto down = DownloadTable(*s3_, url, dir.File("corrupt.emb"));
   ASSERT_FALSE(down.ok());
@@ -92,7 +95,7 @@ TEST_F(TransferTest, CorruptObjectIsNeverPublished) {
     EXPECT_EQ(e.path().filename().string().find(".tmp"), std::string::npos) << e.path();
   }
   // A file that is no table at all says so.
-  const S3Url junk{"tables", "junk.emb"};
+  const ObjectUrl junk{"s3", "tables", "junk.emb"};
   ASSERT_TRUE(s3_->Put(junk, std::as_bytes(std::span<const char>("not a table", 11))).ok());
   auto j = DownloadTable(*s3_, junk, dir.File("junk.emb"));
   ASSERT_FALSE(j.ok());
@@ -102,7 +105,7 @@ TEST_F(TransferTest, CorruptObjectIsNeverPublished) {
 
 TEST_F(TransferTest, MissingObjectIsNotFound) {
   TempDir dir("xfer");
-  auto d = DownloadTable(*s3_, S3Url{"tables", "nope.emb"}, dir.File("nope.emb"));
+  auto d = DownloadTable(*s3_, ObjectUrl{"s3", "tables", "nope.emb"}, dir.File("nope.emb"));
   EXPECT_EQ(d.status().code(), StatusCode::kNotFound) << d.status().ToString();
 }
 
@@ -110,7 +113,7 @@ TEST_F(TransferTest, ReplacedObjectFailsTheDownload) {
   TempDir dir("xfer");
   const std::string a = MakeTable(dir, "a.emb", 80000, 64, 1.0f);
   const std::string b = MakeTable(dir, "b.emb", 100, 64, 2.0f);
-  const S3Url url{"tables", "replaced.emb"};
+  const ObjectUrl url{"s3", "tables", "replaced.emb"};
   ASSERT_TRUE(UploadFile(*s3_, a, url).ok());
   TransferOptions o;
   o.part_bytes = 1 << 20;
@@ -134,7 +137,7 @@ TEST_F(TransferTest, UploadReplacesAtomically) {
   TempDir dir("xfer");
   const std::string a = MakeTable(dir, "a.emb", 3000, 64, 1.0f);
   const std::string b = MakeTable(dir, "b.emb", 30000, 256, 2.0f);  // 6 parts of 5 MiB
-  const S3Url url{"tables", "atomic.emb"};
+  const ObjectUrl url{"s3", "tables", "atomic.emb"};
   ASSERT_TRUE(UploadFile(*s3_, a, url).ok());
   // A failed upload (cancelled half way) leaves the old object as it was.
   TransferOptions o;
@@ -152,7 +155,7 @@ TEST_F(TransferTest, UploadReplacesAtomically) {
 TEST_F(TransferTest, StoreRestartMidDownloadResumes) {
   TempDir dir("xfer");
   const std::string src = MakeTable(dir, "src.emb", 80000, 64, 3.0f);  // ~20 MiB
-  const S3Url url{"tables", "restart.emb"};
+  const ObjectUrl url{"s3", "tables", "restart.emb"};
   ASSERT_TRUE(UploadFile(*s3_, src, url).ok());
   S3Config c = Config();
   c.max_attempts = 40;  // up to ~3 minutes of backoff: the store restarts in seconds

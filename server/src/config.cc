@@ -1,13 +1,13 @@
-#include <nlohmann/json.hpp>
+#include "embstore/server/config.h"
 
 #include <algorithm>
 #include <limits>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <type_traits>
 
 #include "embstore/common/read_file.h"
-#include "embstore/server/config.h"
 
 namespace embstore::server {
 namespace {
@@ -16,12 +16,15 @@ using nlohmann::json;
 using Check = ConfigOption::Check;
 
 // Accessors of ServerConfig's members, for the table below.
-#define EMBSTORE_FIELD(member) +[](ServerConfig& c) -> auto& { return c.member; }
+#define EMBSTORE_FIELD(member)     \
+  +[](ServerConfig & c) -> auto& { \
+    return c.member;               \
+  }
 
 const ConfigOption kOptions[] = {
     {"store", "--store",
-     "Directory whose *.emb files are served (read only), or s3://BUCKET/PREFIX (its *.emb "
-     "objects, mirrored into --cache)",
+     "Directory whose *.emb files are served (read only), or s3://BUCKET/PREFIX or "
+     "hdfs://NAMENODE[:PORT]/DIR (its *.emb objects, mirrored into --cache)",
      EMBSTORE_FIELD(store_dir)},
     {"listen", "--listen",
      "Address to serve on: HOST:PORT (port 0 picks a free one) or unix:PATH; repeat for several",
@@ -38,8 +41,8 @@ const ConfigOption kOptions[] = {
      "Cancel a stream whose client has taken no data for this long, freeing its --max-streams "
      "slot; 0 never",
      EMBSTORE_FIELD(stream_idle_timeout)},
-    {"verify_on_load", "--verify-on-load",
-     "Check every block checksum of a file before serving it", EMBSTORE_FIELD(verify_on_load)},
+    {"verify_on_load", "--verify-on-load", "Check every block checksum of a file before serving it",
+     EMBSTORE_FIELD(verify_on_load)},
     {"log_level", "--log-level", "debug, info, warn or error", EMBSTORE_FIELD(log_level)},
     {"log_repeat_interval_ms", "",
      "At most one rpc log line per failing client, method and code in this interval; 0 logs "
@@ -146,8 +149,8 @@ class Reader {
             constexpr bool ms = std::is_same_v<T, std::chrono::milliseconds>;
             if (!v.is_number_integer()) return Bad(key, "an integer");
             if (!v.is_number_unsigned() && v.get<std::int64_t>() < 0) {
-              return Bad(key, ms ? "a non-negative number of milliseconds"
-                                 : "a non-negative integer");
+              return Bad(key,
+                         ms ? "a non-negative number of milliseconds" : "a non-negative integer");
             }
             const std::uint64_t n = v.get<std::uint64_t>();
             if (o.check == Check::kPositive && n == 0) return Bad(key, "a positive integer");

@@ -1,7 +1,5 @@
 #include "embstore/store/table.h"
 
-#include "embstore/store/table_desc.h"
-
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -14,6 +12,8 @@
 #include <limits>
 #include <utility>
 #include <vector>
+
+#include "embstore/store/table_desc.h"
 
 #define XXH_INLINE_ALL
 #include <xxhash.h>
@@ -75,9 +75,8 @@ Result<std::shared_ptr<const Table>> Table::Open(const std::string& path,
   }
   t->base_ = static_cast<const std::byte*>(t->mapping_->region.get_address());
   t->file_size_ = t->mapping_->region.get_size();
-  EMBSTORE_ASSIGN_OR_RETURN(t->guard_,
-                            MappingGuard::Register({t->base_, static_cast<std::size_t>(
-                                                                  t->file_size_)}));
+  EMBSTORE_ASSIGN_OR_RETURN(
+      t->guard_, MappingGuard::Register({t->base_, static_cast<std::size_t>(t->file_size_)}));
   EMBSTORE_RETURN_NOT_OK(t->Parse());
   // The file may have shrunk between stat() and the reads of Parse().
   EMBSTORE_RETURN_NOT_OK(t->CheckIntact());
@@ -358,7 +357,8 @@ Status Table::ReadRowsF32(std::uint64_t begin, std::uint64_t end, std::span<floa
 
 Status Table::CheckIntact() const {
   if (guard_ && guard_->poisoned()) {
-    return Status::Corruption("'" + path_ + "': part of the file could not be read while it was "
+    return Status::Corruption("'" + path_ +
+                              "': part of the file could not be read while it was "
                               "mapped (it was truncated or rewritten in place, or the disk "
                               "failed); the data read from it is lost. Table files must be "
                               "replaced by rename, never rewritten in place");
@@ -376,10 +376,17 @@ std::pair<std::uint64_t, std::uint64_t> Table::BlockRange(std::uint64_t block) c
   return {first, last};
 }
 
-Status Table::VerifyBlock(std::uint64_t b) const {
+Status Table::CheckBlock(std::uint64_t b, std::span<const std::byte> bytes) const {
+  if (b >= num_blocks_) {
+    return Status::InvalidArgument("'" + path_ + "' has " + std::to_string(num_blocks_) +
+                                   " checksum blocks, not a block " + std::to_string(b));
+  }
   auto [first, last] = BlockRange(b);
-  auto bytes = std::span<const std::byte>(base_ + data_offset_ + first * row_bytes_,
-                                          (last - first) * row_bytes_);
+  if (bytes.size() != (last - first) * row_bytes_) {
+    return Status::InvalidArgument("block " + std::to_string(b) + " of '" + path_ + "' is " +
+                                   std::to_string((last - first) * row_bytes_) + " bytes, not " +
+                                   std::to_string(bytes.size()));
+  }
   std::uint64_t got = Checksum64(bytes);
   std::uint64_t want = BlockChecksum(b);
   if (got != want) {
@@ -391,6 +398,12 @@ Status Table::VerifyBlock(std::uint64_t b) const {
                               " (rows " + Range(first, last) + ")" + buf);
   }
   return Status::OK();
+}
+
+Status Table::VerifyBlock(std::uint64_t b) const {
+  auto [first, last] = BlockRange(b);
+  return CheckBlock(b, std::span<const std::byte>(base_ + data_offset_ + first * row_bytes_,
+                                                  (last - first) * row_bytes_));
 }
 
 Status Table::VerifyRows(std::uint64_t begin, std::uint64_t end) const {
@@ -423,10 +436,9 @@ Status Table::GatherRows(std::span<const std::uint64_t> rows, std::span<std::byt
                          const CopyOptions& options) const {
   const std::uint64_t per_row = options.to_f32 ? dim_ * 4 : row_bytes_;
   if (out.size() != rows.size() * per_row) {
-    return Status::InvalidArgument("table '" + path_ + "': output holds " +
-                                   std::to_string(out.size()) + " bytes, " +
-                                   std::to_string(rows.size()) + " rows need " +
-                                   std::to_string(rows.size() * per_row));
+    return Status::InvalidArgument(
+        "table '" + path_ + "': output holds " + std::to_string(out.size()) + " bytes, " +
+        std::to_string(rows.size()) + " rows need " + std::to_string(rows.size() * per_row));
   }
   for (std::size_t i = 0; i < rows.size(); ++i) {
     const std::uint64_t r = rows[i];
@@ -515,10 +527,10 @@ Result<std::optional<std::uint64_t>> Table::FindKey(std::string_view key) const 
       EMBSTORE_RETURN_NOT_OK(CheckIntact());
       return Status::Corruption("'" + path_ + "': keys.index slot " + std::to_string(s) +
                                 " names row " + std::to_string(row) +
-                                (row >= rows_ ? " of " + std::to_string(rows_)
-                                              : " whose key spans " + Range(b, e) + " of " +
-                                                    std::to_string(key_bytes_size_) +
-                                                    " key bytes") +
+                                (row >= rows_
+                                     ? " of " + std::to_string(rows_)
+                                     : " whose key spans " + Range(b, e) + " of " +
+                                           std::to_string(key_bytes_size_) + " key bytes") +
                                 " (the file changed after it was opened)");
     }
     if (std::string_view(key_data_ + b, e - b) == key) {

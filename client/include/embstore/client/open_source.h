@@ -7,6 +7,8 @@
 //   s3://BUCKET[/PREFIX/]    a bucket or prefix of table objects: table NAME is PREFIX/NAME.emb
 //                            (so is s3://BUCKET/PREFIX given with a table name, when PREFIX does
 //                            not end in .emb)
+//   hdfs://NAMENODE[:PORT]/PATH    the same for HDFS (WebHDFS, objstore/webhdfs.h): a table file,
+//                            or with a trailing '/' (or a table name) a folder of NAME.emb files
 //   an existing FILE.json    a shard manifest (OpenShardedSource, docs/DEPLOY.md)
 //   an existing file         a table file (OpenFileSource)
 //   an existing directory    a store directory: table NAME is DIR/NAME.emb
@@ -34,8 +36,8 @@ enum class LocationKind { kObject, kObjectPrefix, kManifest, kFile, kDirectory, 
 std::string_view LocationKindName(LocationKind kind);
 
 // What `location` names, by the rules above (looks at the local filesystem; contacts nothing).
-// InvalidArgument for a malformed s3:// address or server target, NotFound when it is none of
-// them.
+// InvalidArgument for a malformed s3:// or hdfs:// address or server target, NotFound when it is
+// none of them.
 Result<LocationKind> ClassifyLocation(const std::string& location);
 
 // Whether a location of this kind holds several tables (a name picks one) or is one table.
@@ -43,8 +45,8 @@ bool HoldsSeveralTables(LocationKind kind);
 
 struct SourceOptions {
   // The table: required for a location that holds several (a directory, a server, an s3
-  // prefix); for one that is a table (a file, an object, a manifest), it must be that table's
-  // name when given.
+  // prefix or HDFS folder); for one that is a table (a file, an object, a manifest), it must be
+  // that table's name when given.
   std::string table;
   // TLS, token, timeouts and load balancing for servers and every shard's server (the target is
   // the location, or each shard's).
@@ -81,8 +83,8 @@ bool IsServerTarget(std::string_view location);
 Result<std::unique_ptr<RowSource>> OpenSource(const std::string& location,
                                               const SourceOptions& options = {});
 
-// The s3:// address of the object OpenSource(location, {.table = table}) reads, for an s3://
-// location; errors as OpenSource's.
+// The s3:// or hdfs:// address of the object OpenSource(location, {.table = table}) reads, for an
+// s3:// or hdfs:// location; errors as OpenSource's.
 Result<std::string> TableObjectUrl(const std::string& location, const std::string& table);
 
 // The names of the tables at `location`, sorted: a directory's NAME.emb files, a server's tables,

@@ -120,11 +120,12 @@ class RowSource {
 // A local table file. Validates it (store::Table::Open) and keeps it open.
 Result<std::unique_ptr<RowSource>> OpenFileSource(const std::string& path);
 
-// A table object in S3 or an S3-compatible store, "s3://BUCKET/KEY" (configuration from the AWS_*
-// variables and profiles: objstore::S3ConfigFromEnvironment). Opening fetches the header,
-// checksums and keys; reads fetch only the checksum blocks their rows touch (parallel ranged GETs
-// of the version opened, pinned by its ETag: a replaced object is FailedPrecondition), each
-// verified before its rows are copied. kind() is "object".
+// A table object in an object store: "s3://BUCKET/KEY" (S3 or an S3-compatible store; AWS_*
+// variables and profiles) or "hdfs://NAMENODE[:PORT]/PATH" (WebHDFS; HADOOP_USER_NAME and
+// EMBSTORE_HDFS_*), see objstore/object_store.h. Opening fetches the header, checksums and keys;
+// reads fetch only the checksum blocks their rows touch (parallel ranged reads of the version
+// opened: a replaced object is FailedPrecondition), each verified before its rows are copied.
+// kind() is "object".
 Result<std::unique_ptr<RowSource>> OpenObjectSource(const std::string& url);
 
 // Table `table` on the server `connect.target`, described now. With `allow_local`, when the

@@ -1,12 +1,15 @@
-// TableMirror: keeps a local cache directory in step with the *.emb objects under an S3 prefix,
-// for `embstore serve --store s3://BUCKET/PREFIX --cache DIR`.
+// TableMirror: keeps a local cache directory in step with the *.emb objects under an object store
+// prefix (an S3 prefix, an HDFS folder), for `embstore serve --store s3://BUCKET/PREFIX --cache
+// DIR` and `--store hdfs://NAMENODE/DIR`.
 //
-// Each sync lists the prefix (not its sub-prefixes) and downloads every table object whose ETag
-// differs from the cached copy's (DownloadTable: parallel ranged GETs of one version, every block
+// Each sync lists the prefix (not its sub-prefixes) and downloads every table object whose version
+// (ObjectInfo::version: the S3 ETag, the HDFS inode id) differs from the cached copy's
+// (DownloadTable: parallel ranged reads of one version, every block
 // verified, then an atomic rename onto DIR/NAME.emb), so the server, which watches DIR, only ever
 // sees whole verified tables and picks up a new version as it picks up a renamed file. A cached
-// table whose object is gone is removed. The ETag of each cached table is kept next to it
-// (DIR/.NAME.emb.etag), so a restarted server reuses its cache instead of downloading again.
+// table whose object is gone is removed. The version of each cached table is kept next to it
+// (DIR/.NAME.emb.etag, named so since S3 came first), so a restarted server reuses its cache
+// instead of downloading again.
 //
 // Thread safety: Sync() and the background thread (Start/Stop) must not overlap; Start() runs
 // Sync() every `interval` on its own thread until Stop() or destruction.
@@ -23,15 +26,15 @@
 #include <thread>
 
 #include "embstore/common/status.h"
-#include "embstore/objstore/s3.h"
+#include "embstore/objstore/object_store.h"
 
 namespace embstore::objstore {
 
 struct MirrorEvent {
   enum class Kind { kFetched, kRemoved, kFailed, kUnchanged } kind = Kind::kUnchanged;
-  std::string object;  // s3://...
-  std::string path;    // the cache file
-  std::string etag;
+  std::string object;   // s3://... or hdfs://...
+  std::string path;     // the cache file
+  std::string version;  // ObjectInfo::version
   std::uint64_t bytes = 0;
   double seconds = 0;
   Status error;  // kFailed
@@ -51,8 +54,9 @@ class TableMirror {
  public:
   // InvalidArgument when `prefix` is not a bucket or prefix address or `cache_dir` cannot be
   // created.
-  static Result<std::unique_ptr<TableMirror>> Create(std::unique_ptr<S3Client> s3, S3Url prefix,
-                                                     std::string cache_dir, MirrorOptions options);
+  static Result<std::unique_ptr<TableMirror>> Create(std::unique_ptr<ObjectStore> store,
+                                                     ObjectUrl prefix, std::string cache_dir,
+                                                     MirrorOptions options);
   ~TableMirror();
 
   // One pass. A listing failure is the returned Status; a table that fails to download is an
@@ -64,11 +68,12 @@ class TableMirror {
   const std::string& cache_dir() const { return dir_; }
 
  private:
-  TableMirror(std::unique_ptr<S3Client> s3, S3Url prefix, std::string dir, MirrorOptions o);
+  TableMirror(std::unique_ptr<ObjectStore> store, ObjectUrl prefix, std::string dir,
+              MirrorOptions o);
   void Emit(const MirrorEvent& e) const;
 
-  std::unique_ptr<S3Client> s3_;
-  S3Url prefix_;
+  std::unique_ptr<ObjectStore> store_;
+  ObjectUrl prefix_;
   std::string dir_;
   MirrorOptions options_;
   std::thread thread_;

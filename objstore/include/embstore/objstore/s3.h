@@ -1,5 +1,6 @@
-// S3Client: the S3 requests embstore needs (HEAD, ranged GET, ListObjectsV2, PUT, multipart
-// upload, DELETE), over libcurl, signed with libcurl's own AWS SigV4 (CURLOPT_AWS_SIGV4).
+// S3Client: the ObjectStore of s3:// URLs, and the S3 requests embstore needs (HEAD, ranged GET,
+// ListObjectsV2, PUT, multipart upload, DELETE), over libcurl, signed with libcurl's own AWS SigV4
+// (CURLOPT_AWS_SIGV4).
 //
 // Works with AWS S3 and S3-compatible stores (MinIO, Ceph RGW, SeaweedFS, GCS interop, Ozone's
 // gateway). A custom endpoint (AWS_ENDPOINT_URL) is addressed path-style
@@ -28,24 +29,22 @@
 #include <vector>
 
 #include "embstore/common/status.h"
+#include "embstore/objstore/object_store.h"
 
 namespace embstore::objstore {
 
-// s3://BUCKET/KEY. The key may be empty (a bucket) or a prefix.
-struct S3Url {
-  std::string bucket;
-  std::string key;
-  std::string ToString() const { return "s3://" + bucket + (key.empty() ? "" : "/" + key); }
-  // Whether it names a bucket or a prefix ("s3://B", "s3://B/DIR/") rather than an object.
-  bool NamesPrefix() const { return key.empty() || key.back() == '/'; }
-};
+namespace internal {
+class HttpClient;
+struct HttpResponse;
+}  // namespace internal
 
+// s3://BUCKET/KEY addresses are ObjectUrls with scheme "s3" and the bucket as authority.
 bool IsS3Url(std::string_view s);
 // InvalidArgument naming `s` when it is not s3://BUCKET[/KEY] with a valid bucket name.
-Result<S3Url> ParseS3Url(std::string_view s);
+Result<ObjectUrl> ParseS3Url(std::string_view s);
 // ParseS3Url, and InvalidArgument "'s' names a bucket or prefix, not <what>" unless it names an
 // object (`what`: "a table object", "an object key").
-Result<S3Url> ParseS3ObjectUrl(std::string_view s, std::string_view what);
+Result<ObjectUrl> ParseS3ObjectUrl(std::string_view s, std::string_view what);
 
 struct S3Config {
   std::string endpoint;  // scheme://host[:port], no trailing slash
@@ -53,8 +52,8 @@ struct S3Config {
   std::string access_key;
   std::string secret_key;
   std::string session_token;
-  bool path_style = true;      // ENDPOINT/BUCKET/KEY; false: BUCKET.HOST/KEY (AWS)
-  int max_attempts = 8;        // per request, for 5xx, 429 and connection failures
+  bool path_style = true;  // ENDPOINT/BUCKET/KEY; false: BUCKET.HOST/KEY (AWS)
+  int max_attempts = 8;    // per request, for 5xx, 429 and connection failures
   std::chrono::milliseconds first_backoff{100};  // doubles per attempt, at most 5 s
   std::chrono::milliseconds connect_timeout{10000};
   // A request that moves fewer than 1 byte/s for this long is dropped (and retried).
@@ -67,57 +66,54 @@ struct S3Config {
 // profile AWS_PROFILE (default "default") of AWS_SHARED_CREDENTIALS_FILE (default
 // ~/.aws/credentials) and AWS_CONFIG_FILE (default ~/.aws/config). No credentials at all means
 // anonymous (unsigned) requests. InvalidArgument for a half-given key pair or a bad endpoint.
-using GetEnv = std::function<const char*(const char*)>;
 Result<S3Config> S3ConfigFromEnvironment(const GetEnv& getenv);
 Result<S3Config> S3ConfigFromEnvironment();  // the process's environment
 
-struct ObjectInfo {
-  std::string key;
-  std::uint64_t size = 0;
-  std::string etag;  // as the store sent it, quotes included
-};
-
-class S3Client {
+class S3Client final : public ObjectStore {
  public:
   explicit S3Client(S3Config config);
-  ~S3Client();
+  ~S3Client() override;
   S3Client(const S3Client&) = delete;
   S3Client& operator=(const S3Client&) = delete;
 
   const S3Config& config() const { return config_; }
 
-  Result<ObjectInfo> Head(const S3Url& url);
+  // ObjectStore. Stat is a HEAD (the version is the ETag); ReadRange a ranged GET with If-Match;
+  // List every key below the prefix (all pages of ListObjectsV2); Upload a PUT for a file of one
+  // part, a multipart upload in `options.parallel` parts otherwise.
+  Result<ObjectInfo> Stat(const ObjectUrl& url) override;
+  Status ReadRange(const ObjectUrl& url, const std::string& version, std::uint64_t offset,
+                   std::span<std::byte> out) override;
+  Result<std::vector<ObjectInfo>> List(const ObjectUrl& prefix) override;
+  Result<std::string> Upload(const std::string& path, const ObjectUrl& url,
+                             const TransferOptions& options) override;
+  Status Delete(const ObjectUrl& url) override;
+
   // Bytes [offset, offset + out.size()) of the object into `out`. With `if_match` (an ETag), a
   // replaced object is FailedPrecondition instead of bytes of the new version.
-  Status GetRange(const S3Url& url, std::uint64_t offset, std::span<std::byte> out,
+  Status GetRange(const ObjectUrl& url, std::uint64_t offset, std::span<std::byte> out,
                   const std::string& if_match = {});
-  // Every object whose key starts with `prefix` (all pages of ListObjectsV2).
-  Result<std::vector<ObjectInfo>> List(const std::string& bucket, const std::string& prefix);
 
-  Status Put(const S3Url& url, std::span<const std::byte> body);
-  Status Delete(const S3Url& url);
+  Status Put(const ObjectUrl& url, std::span<const std::byte> body);
   Status CreateBucket(const std::string& bucket);
 
   // Multipart upload: the object appears under its key only when Complete succeeds, whole.
-  Result<std::string> CreateMultipartUpload(const S3Url& url);  // the upload id
+  Result<std::string> CreateMultipartUpload(const ObjectUrl& url);  // the upload id
   // Part `number` (1-based); returns its ETag for Complete.
-  Result<std::string> UploadPart(const S3Url& url, const std::string& upload_id, int number,
+  Result<std::string> UploadPart(const ObjectUrl& url, const std::string& upload_id, int number,
                                  std::span<const std::byte> body);
   // Returns the new object's ETag.
-  Result<std::string> CompleteMultipartUpload(const S3Url& url, const std::string& upload_id,
+  Result<std::string> CompleteMultipartUpload(const ObjectUrl& url, const std::string& upload_id,
                                               const std::vector<std::string>& part_etags);
-  Status AbortMultipartUpload(const S3Url& url, const std::string& upload_id);
+  Status AbortMultipartUpload(const ObjectUrl& url, const std::string& upload_id);
 
   struct Request;
-  struct Response;
 
  private:
-  Result<Response> Perform(const Request& request);
-  Result<Response> PerformOnce(const Request& request, bool* retry);
+  Result<internal::HttpResponse> Perform(const Request& request);
 
   S3Config config_;
-  struct Pool;
-  std::unique_ptr<Pool> pool_;
+  std::unique_ptr<internal::HttpClient> http_;
 };
 
 // What S3 replies say, read from their XML bodies with pugixml (entities and character

@@ -1,49 +1,60 @@
-// Whole-object transfers between a local file and an S3 object, in parallel parts, atomic on
-// both sides.
+// Whole-object transfers between a local file and an object of any ObjectStore (S3, HDFS), in
+// parallel parts, atomic on both sides.
 //
-// DownloadTable: ranged GETs of one object version (pinned by its ETag with If-Match) written at
-// their offsets into a temporary file next to `dest`; every checksum block and the keys are then
-// verified (store::Table) and only a table that passes is renamed onto `dest`. A store that
-// restarts mid-download is waited for (S3Config::max_attempts per part); an object replaced
-// mid-download is FailedPrecondition and nothing is published.
+// DownloadTable: the table's frame first (FetchTableFrame: header, checksums, keys), then its
+// rows in parallel ranged reads of the same object version (ObjectStore::ReadRange of the version
+// Stat gave), each part a run of whole checksum blocks that is checked against its checksums as
+// it arrives, in memory, before it is written at its offset into a temporary file next to
+// `dest`; then the keys. Only a table that passes is renamed onto `dest`. A store that restarts
+// mid-download is waited for (the store's retries per part); an object replaced mid-download is
+// FailedPrecondition and nothing is published.
 //
-// UploadFile: a multipart upload of the file's bytes; the object appears under its key only when
-// the last part is in and the upload completes (readers see the old object or the whole new
-// one); any failure aborts the upload.
+// UploadFile: ObjectStore::Upload (S3: a multipart upload; HDFS: a temporary file renamed into
+// place): the object appears under its key whole or not at all.
 #ifndef EMBSTORE_OBJSTORE_TRANSFER_H_
 #define EMBSTORE_OBJSTORE_TRANSFER_H_
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "embstore/common/status.h"
-#include "embstore/objstore/s3.h"
+#include "embstore/objstore/object_store.h"
 
 namespace embstore::objstore {
 
-struct TransferOptions {
-  int parallel = 8;                         // parts in flight
-  std::uint64_t part_bytes = 16ull << 20;   // at least 5 MiB for uploads (S3's minimum part)
-  bool overwrite = false;                   // downloads: replace an existing `dest`
-  bool verify = true;                       // downloads: check every block before publishing
-  // Bytes done of total; return false to cancel (Cancelled). Called from the calling thread.
-  std::function<bool(std::uint64_t done, std::uint64_t total)> progress;
-};
-
 struct TransferStats {
   std::uint64_t bytes = 0;
-  std::string etag;  // the version transferred
+  std::string version;  // the version transferred (ObjectInfo::version)
   double seconds = 0;
 };
 
-Result<TransferStats> DownloadTable(S3Client& s3, const S3Url& url, const std::string& dest,
-                                    const TransferOptions& options = {});
-// Only the bytes, as DownloadTable does them, without the table checks (for any object).
-Result<TransferStats> DownloadObject(S3Client& s3, const S3Url& url, const std::string& dest,
-                                     const TransferOptions& options = {});
+// The bytes of a table object that are not its rows: the header with the length before it, and
+// everything after the matrix (checksums, keys), read from version `info.version` (one ranged
+// read when the header fits in the first 16 KiB, then the tail). Corruption naming the URL when
+// the object cannot be a table (too short, a bad header length, a header that does not give the
+// matrix's extent, a matrix past the end). Nothing in it is verified yet: store::Table does that
+// once the frame is in a file.
+struct TableFrame {
+  std::vector<std::byte> head;     // bytes [0, data_offset)
+  std::uint64_t data_offset = 0;   // where the matrix starts
+  std::uint64_t matrix_bytes = 0;  // the matrix is [data_offset, data_offset + matrix_bytes)
+  std::vector<std::byte> tail;     // bytes [data_offset + matrix_bytes, info.size)
+  std::uint64_t fetched = 0;       // bytes read from the store, the first read's spare included
+  std::uint64_t tail_offset() const { return data_offset + matrix_bytes; }
+};
+Result<TableFrame> FetchTableFrame(ObjectStore& store, const ObjectUrl& url,
+                                   const ObjectInfo& info);
 
-Result<TransferStats> UploadFile(S3Client& s3, const std::string& path, const S3Url& url,
+Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
+                                    const std::string& dest, const TransferOptions& options = {});
+// Only the bytes, as DownloadTable does them, without the table checks (for any object).
+Result<TransferStats> DownloadObject(ObjectStore& store, const ObjectUrl& url,
+                                     const std::string& dest, const TransferOptions& options = {});
+
+Result<TransferStats> UploadFile(ObjectStore& store, const std::string& path, const ObjectUrl& url,
                                  const TransferOptions& options = {});
 
 }  // namespace embstore::objstore

@@ -109,6 +109,11 @@ class Table {
   Status VerifyRowsOnce(std::uint64_t begin, std::uint64_t end) const;
   // Every block, then the keys (VerifyKeys).
   Status VerifyAll(const ProgressFn& progress = nullptr) const;
+  // Checks `bytes`, the rows of checksum block `block` held somewhere other than this mapping (a
+  // download on its way into the file), against the block's checksum: the same check and the
+  // same Corruption message as VerifyRows. InvalidArgument when `block` >= num_blocks() or
+  // `bytes` is not the block's size.
+  Status CheckBlock(std::uint64_t block, std::span<const std::byte> bytes) const;
 
   // Rows `rows` (any order, repeats allowed) into `out`, one after another, which must hold
   // exactly rows.size() rows of the output type. With options.verify, each row's block is

@@ -1,0 +1,92 @@
+"""A real HDFS on 127.0.0.1 for the HDFS benchmark and tests/python/test_hdfs.py:
+scripts/hdfs-server.sh (a MiniDFSCluster: a NameNode and two DataNodes from Hadoop's jars) on free
+ports, WebHDFS on PORT and the script's control endpoint on PORT+1."""
+import contextlib
+import random
+import signal
+import socket
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+SCRIPT = ROOT / "scripts" / "hdfs-server.sh"
+
+
+def _port_free(port):
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def _control(port, method, path):
+    req = urllib.request.Request(f"http://127.0.0.1:{port + 1}{path}", method=method)
+    try:
+        with urllib.request.urlopen(req, timeout=30) as r:
+            return r.status
+    except OSError:
+        return 0
+
+
+def built():
+    """(True, path) when the cluster is built, else (False, why)."""
+    p = subprocess.run(["bash", str(SCRIPT), "--where"], capture_output=True, text=True)
+    return (True, p.stdout.strip()) if p.returncode == 0 else (False, p.stderr.strip())
+
+
+class Cluster:
+    def __init__(self, port):
+        self.port = port
+        self.url = f"hdfs://127.0.0.1:{port}"
+        self.webhdfs = f"http://127.0.0.1:{port}/webhdfs/v1"
+
+    def stop_datanode(self, index):
+        assert _control(self.port, "POST", f"/datanode/stop?index={index}") == 200
+
+    def restart_datanode(self, index):
+        assert _control(self.port, "POST", f"/datanode/restart?index={index}") == 200
+
+
+@contextlib.contextmanager
+def hdfs_server(data_dir, timeout=240):
+    """Starts the cluster with its data in `data_dir`; yields a Cluster. Stopped on exit."""
+    for _ in range(5):
+        port = random.randint(20000, 45000)
+        if not (_port_free(port) and _port_free(port + 1)):
+            continue
+        # Its log goes to a file: a pipe nobody reads would stall the cluster once full.
+        log = tempfile.TemporaryFile(mode="w+")
+        proc = subprocess.Popen(["bash", str(SCRIPT), str(data_dir), str(port)],
+                                stdout=subprocess.DEVNULL, stderr=log, text=True)
+        deadline = time.monotonic() + timeout
+        up = False
+        while time.monotonic() < deadline and proc.poll() is None:
+            if _control(port, "GET", "/datanodes") == 200:
+                up = True
+                break
+            time.sleep(0.25)
+        if up:
+            try:
+                yield Cluster(port)
+            finally:
+                proc.send_signal(signal.SIGTERM)
+                try:
+                    proc.wait(timeout=60)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait()
+                log.close()
+            return
+        proc.kill()
+        proc.wait()
+        log.seek(0)
+        err = log.read()
+        log.close()
+        if "Address already in use" not in (err or ""):
+            raise RuntimeError(f"could not start the HDFS cluster (scripts/hdfs-server.sh): {err}")
+    raise RuntimeError("no free ports for the HDFS cluster (scripts/hdfs-server.sh)")

@@ -1,0 +1,204 @@
+"""hdfs:// tables end to end against a real HDFS (a MiniDFSCluster via scripts/hdfs-server.sh: a
+NameNode and two DataNodes, replication 2, permissions on), through WebHDFS: convert into HDFS,
+inspect/verify/export/pull from it, embstore.load and the torch helper, errors that name the path
+and the WebHDFS exception, a DataNode that dies, and `serve --store hdfs://... --cache DIR`
+picking up a replaced table. The cluster comes from `scripts/hdfs-server.sh --build` (test.sh
+builds it); without it these tests skip, unless EMBSTORE_REQUIRE_HDFS=1 (test.sh, CI) makes that a
+failure."""
+import json
+import os
+import random
+import subprocess
+import sys
+import time
+
+import numpy as np
+import pytest
+
+from conftest import ROOT, expected_matrix, wait_for_table, write_table
+
+sys.path.insert(0, str(ROOT / "bench"))
+from harness.hdfs_server import built as hdfs_built, hdfs_server  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def hdfs(tmp_path_factory):
+    ok, why = hdfs_built()
+    if not ok:
+        why = f"HDFS test cluster not built: {why} (bash scripts/hdfs-server.sh --build)"
+        if os.environ.get("EMBSTORE_REQUIRE_HDFS") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    with hdfs_server(tmp_path_factory.mktemp("hdfsdata") / "data") as cluster:
+        yield cluster
+
+
+def cli(embstore_bin, args, check=True, **env):
+    p = subprocess.run([str(embstore_bin)] + [str(a) for a in args], capture_output=True,
+                       text=True, env=dict(os.environ, **env))
+    if check and p.returncode != 0:
+        raise AssertionError(f"embstore {args} failed ({p.returncode}): {p.stderr}")
+    return p
+
+
+def _text(tmp_path, rows, dim, seed):
+    m = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+    path = tmp_path / f"m{seed}.txt"
+    np.savetxt(path, m, fmt="%.8g")
+    return path, np.loadtxt(path, dtype=np.float32)
+
+
+def test_convert_into_hdfs_then_every_reader(embstore_bin, hdfs, tmp_path):
+    text, want = _text(tmp_path, 3000, 32, 1)
+    url = f"{hdfs.url}/round/m1.emb"
+    out = cli(embstore_bin, ["convert", text, url])
+    assert url in out.stdout
+    again = cli(embstore_bin, ["convert", text, url], check=False)
+    assert again.returncode == 1 and "exists (use --force" in again.stderr
+    cli(embstore_bin, ["convert", text, url, "--force"])
+
+    info = json.loads(cli(embstore_bin, ["inspect", url, "--json"]).stdout)
+    assert (info["rows"], info["dim"], info["file"]) == (3000, 32, url)
+    assert cli(embstore_bin, ["verify", url]).stdout.startswith(f"{url}: ok, 3000 rows x 32")
+    cli(embstore_bin, ["export", url, tmp_path / "m1.npy"])
+    np.testing.assert_array_equal(np.load(tmp_path / "m1.npy"), want)
+
+    # pull: the whole file straight to .emb (verified), and rows of it to .npy; the folder with
+    # --table NAME.
+    pulled = cli(embstore_bin, ["pull", "--from", f"{hdfs.url}/round/", "--table", "m1",
+                                "--out", tmp_path / "p.emb"])
+    assert "every block verified" in pulled.stdout
+    cli(embstore_bin, ["export", tmp_path / "p.emb", tmp_path / "p.npy"])
+    np.testing.assert_array_equal(np.load(tmp_path / "p.npy"), want)
+    cli(embstore_bin, ["pull", "--from", url, "--rows", "100:250", "--out", tmp_path / "r.npy"])
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), want[100:250])
+    # No temporary file is left next to the table.
+    listing = subprocess.run(["curl", "-sf", f"{hdfs.webhdfs}/round?op=LISTSTATUS"],
+                             capture_output=True, text=True, check=True).stdout
+    names = [s["pathSuffix"] for s in json.loads(listing)["FileStatuses"]["FileStatus"]]
+    assert names == ["m1.emb"]
+
+
+def test_python_and_torch_load_only_the_blocks_they_read(embstore_bin, make_table_bin, hdfs,
+                                                         tmp_path):
+    import embstore
+    path = write_table(make_table_bin, tmp_path / "items.emb", 20000, 64, keys=True,
+                       block_rows=500)
+    want = expected_matrix(20000, 64)
+    url = f"{hdfs.url}/py/items.emb"
+    _put(hdfs, path, "/py/items.emb")  # written by another client
+    np.testing.assert_array_equal(embstore.load(url), want)
+    np.testing.assert_array_equal(embstore.load(url, rows=(700, 1900)), want[700:1900])
+    got = embstore.load(url, keys=["k19999", "k3", "nope"], missing="zeros")
+    np.testing.assert_array_equal(got[:2], want[[19999, 3]])
+    assert not got[2].any()
+    assert embstore.Source.resolve(url).describe()["name"] == "items"
+    src = embstore.Source.resolve(url)
+    embstore.load(src, rows=(0, 500))
+    assert src.describe()["name"] == "items"
+
+    import torch
+    import embstore.torch as et
+    emb = et.embedding(url, rows=(1000, 3000))
+    np.testing.assert_array_equal(emb.weight.detach().numpy(), want[1000:3000])
+    t = torch.zeros(20000, 64)
+    et.load_into(t, url)
+    np.testing.assert_array_equal(t.numpy(), want)
+
+    # A flipped byte in the last block: rows elsewhere load, the whole table fails naming the
+    # file and the block.
+    info = json.loads(cli(embstore_bin, ["inspect", path, "--json"]).stdout)
+    data = bytearray(path.read_bytes())
+    data[info["data_offset"] + 19999 * 64 * 4] ^= 0x10
+    bad = tmp_path / "bad.emb"
+    bad.write_bytes(bytes(data))
+    _put(hdfs, bad, "/py/bad.emb")
+    bad_url = f"{hdfs.url}/py/bad.emb"
+    np.testing.assert_array_equal(embstore.load(bad_url, rows=(0, 1000)), want[:1000])
+    with pytest.raises(embstore.errors.CorruptionError, match="block 39 "):
+        embstore.load(bad_url)
+    v = cli(embstore_bin, ["verify", bad_url], check=False)
+    assert v.returncode == 1 and f"'{bad_url}': 1 of 40 blocks" in v.stderr
+    with pytest.raises(embstore.errors.NotFoundError, match="FileNotFoundException"):
+        embstore.load(f"{hdfs.url}/py/missing.emb")
+
+
+def _user():
+    import getpass
+    return getpass.getuser()
+
+
+def _put(hdfs, local, path):
+    """WebHDFS's two-step CREATE with curl, as another client writes a file: the NameNode's
+    redirect first, then the data to the DataNode it names."""
+    first = subprocess.run(["curl", "-sf", "-X", "PUT", "-o", "/dev/null", "-w",
+                            "%{redirect_url}",
+                            f"{hdfs.webhdfs}{path}?op=CREATE&overwrite=true&user.name={_user()}"],
+                           capture_output=True, text=True, check=True)
+    assert first.stdout.startswith("http"), first.stdout
+    subprocess.run(["curl", "-sf", "-X", "PUT", "-T", str(local), first.stdout],
+                   capture_output=True, check=True)
+
+
+def test_errors_name_the_path_and_the_exception(embstore_bin, hdfs, tmp_path):
+    missing = cli(embstore_bin, ["inspect", f"{hdfs.url}/no/such.emb"], check=False)
+    assert missing.returncode == 1
+    assert f"{hdfs.url}/no/such.emb" in missing.stderr
+    assert "FileNotFoundException" in missing.stderr
+    text, _ = _text(tmp_path, 10, 4, 2)
+    folder = cli(embstore_bin, ["convert", text, f"{hdfs.url}/dir/"], check=False)
+    assert folder.returncode == 2 and "names a folder" in folder.stderr
+    denied = cli(embstore_bin, ["convert", text, f"{hdfs.url}/denied/x.emb"], check=False,
+                 HADOOP_USER_NAME="embstore-stranger")
+    assert denied.returncode == 1
+    assert "permission denied" in denied.stderr and "AccessControlException" in denied.stderr
+    bad = cli(embstore_bin, ["inspect", "hdfs://127.0.0.1:99999/x.emb"], check=False)
+    assert bad.returncode == 2 and "out of range" in bad.stderr
+    # Nothing listens there: an error within the retries, naming the address.
+    down = cli(embstore_bin, ["inspect", "hdfs://127.0.0.1:1/x.emb"], check=False)
+    assert down.returncode == 1 and "hdfs://127.0.0.1:1/x.emb" in down.stderr
+
+
+def test_a_dead_datanode_is_read_around(embstore_bin, make_table_bin, hdfs, tmp_path):
+    path = write_table(make_table_bin, tmp_path / "seed.emb", 100_000, 64, block_rows=1000)
+    url = f"{hdfs.url}/replicas/seed.emb"
+    _put(hdfs, path, "/replicas/seed.emb")
+    hdfs.stop_datanode(0)
+    try:
+        for i in range(3):
+            cli(embstore_bin, ["pull", "--from", url, "--out", tmp_path / f"p{i}.emb"])
+            assert (tmp_path / f"p{i}.emb").read_bytes() == path.read_bytes()
+    finally:
+        hdfs.restart_datanode(0)
+
+
+def test_serve_from_hdfs_picks_up_a_replaced_table(embstore_bin, hdfs, tmp_path):
+    import embstore
+    a, want_a = _text(tmp_path, 4000, 16, 3)
+    b, want_b = _text(tmp_path, 4000, 16, 4)
+    store = f"{hdfs.url}/serving/"
+    cli(embstore_bin, ["convert", a, store + "items.emb"])
+    cache = tmp_path / "cache"
+    port = random.randint(45001, 55000)
+    target = f"127.0.0.1:{port}"
+    serve = subprocess.Popen([str(embstore_bin), "serve", "--store", store, "--cache", cache,
+                              "--listen", target, "--store-poll-s", "0.5",
+                              "--poll-interval-ms", "100"],
+                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_table(target, "items")
+        np.testing.assert_array_equal(embstore.load(target, "items", local=False), want_a)
+        cli(embstore_bin, ["convert", b, store + "items.emb", "--force"])
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline:
+            got = embstore.load(target, "items", local=False)
+            assert (got == want_a).all() or (got == want_b).all()  # one version, never a mix
+            if (got == want_b).all():
+                break
+            time.sleep(0.2)
+        np.testing.assert_array_equal(embstore.load(target, "items", local=False), want_b)
+        assert sorted(p for p in os.listdir(cache) if not p.startswith(".")) == ["items.emb"]
+    finally:
+        serve.terminate()
+        err = serve.communicate(timeout=30)[1]
+    assert '"table fetched"' in err
