@@ -28,6 +28,10 @@ On the same generated data (the seed's 938,280 x 128 float32 matrix, as np.savet
   distributed  four torch.distributed ranks start from a table on a server, three ways: every
                rank loads the whole table, load_sharded, broadcast_load (as
                bench/distributed_bench.py): wall time, bytes served, peak RSS per rank
+  object_store the seed table from a local S3 server: embstore pull vs boto3 and
+               runai-model-streamer; bytes moved by a partial export
+  hdfs         the seed table from a local HDFS (MiniDFSCluster): embstore pull vs Hadoop's Java
+               client, hdfs-native and pyarrow; embstore.load and a TF1 variable vs hdfs-native
 
 and writes results.json (with the machine's description and load averages), PNG plots, and the
 report docs/benchmarks.md (with --report-dir). Speed is never asserted: the report prints ratios
@@ -55,8 +59,8 @@ from harness import phases  # noqa: E402
 from harness.data import (GENSIM_ROWS, SEED_DIM, SEED_ROWS, find_build_dir,  # noqa: E402
                           gen_text, word2vec_form, work_dir)
 from harness.machine import machine_description  # noqa: E402
-from harness.phases import (conversion, distributed, local, lookup, micro,  # noqa: E402
-                            object_store, scaling, seed, serving, trainer)
+from harness.phases import (conversion, distributed, hdfs, local, lookup,  # noqa: E402
+                            micro, object_store, scaling, seed, serving, trainer)
 from harness.report.publish import publish, summarize  # noqa: E402
 from harness.timing import log  # noqa: E402
 
@@ -64,9 +68,9 @@ from harness.timing import log  # noqa: E402
 PHASES = {"micro": micro.run, "conversion": conversion.run, "scaling": scaling.run,
           "local": local.run, "serving": serving.run, "seed": seed.run, "lookup": lookup.run,
           "trainer": trainer.run, "distributed": distributed.run,
-          "object_store": object_store.run}
+          "object_store": object_store.run, "hdfs": hdfs.run}
 # Phases that read the seed table; they convert it themselves when conversion is skipped.
-NEED_SEED_TABLE = ("local", "serving", "seed", "lookup", "trainer", "object_store")
+NEED_SEED_TABLE = ("local", "serving", "seed", "lookup", "trainer", "object_store", "hdfs")
 # What a build dir must hold.
 BUILD_OUTPUTS = ["cli/embstore", "bench/embstore_gen_text", "bench/serve_bench",
                  "bench/pull_bench", "bench/convert_bench", "bench/store_bench",

@@ -21,6 +21,8 @@ PROGRAMS = {
     "trainer-case": ("harness.contenders.trainer_cases", "run_case"),
     "distributed-rank": ("harness.contenders.distributed_ranks", "run_rank"),
     "object-store": ("harness.contenders.object_store", "run_case"),
+    "hdfs-download": ("harness.contenders.hdfs", "download"),
+    "hdfs-load": ("harness.contenders.hdfs", "load"),
 }
 
 

@@ -2,15 +2,19 @@
 scripts/hdfs-server.sh (a MiniDFSCluster: a NameNode and two DataNodes from Hadoop's jars) on free
 ports, WebHDFS on PORT and the script's control endpoint on PORT+1."""
 import contextlib
+import pathlib
 import random
+import re
 import signal
 import socket
 import subprocess
 import tempfile
 import time
+import urllib.error
+import urllib.parse
 import urllib.request
 
-ROOT = __import__("pathlib").Path(__file__).resolve().parents[2]
+ROOT = pathlib.Path(__file__).resolve().parents[2]
 SCRIPT = ROOT / "scripts" / "hdfs-server.sh"
 
 
@@ -40,16 +44,40 @@ def built():
 
 
 class Cluster:
-    def __init__(self, port):
+    def __init__(self, port, rpc_port):
         self.port = port
         self.url = f"hdfs://127.0.0.1:{port}"
         self.webhdfs = f"http://127.0.0.1:{port}/webhdfs/v1"
+        # HDFS RPC (the NameNode's own protocol), for Hadoop's Java client and hdfs-native.
+        self.rpc_url = f"hdfs://127.0.0.1:{rpc_port}"
 
     def stop_datanode(self, index):
         assert _control(self.port, "POST", f"/datanode/stop?index={index}") == 200
 
     def restart_datanode(self, index):
         assert _control(self.port, "POST", f"/datanode/restart?index={index}") == 200
+
+    def put(self, local, path):
+        """Writes the local file as `path` the way any WebHDFS client does, as the cluster's
+        superuser (this process's user): CREATE at the NameNode, which redirects (307) to a
+        DataNode, then the bytes to that DataNode."""
+        import getpass
+        url = (f"{self.webhdfs}{path}?op=CREATE&overwrite=true&user.name="
+               f"{urllib.parse.quote(getpass.getuser())}")
+        try:
+            urllib.request.urlopen(urllib.request.Request(url, method="PUT"), timeout=60)
+            raise RuntimeError(f"WebHDFS CREATE of {path} did not redirect to a DataNode")
+        except urllib.error.HTTPError as e:
+            if e.code != 307:
+                raise RuntimeError(f"WebHDFS CREATE of {path}: HTTP {e.code} {e.read()[:500]}")
+            location = e.headers["Location"]
+        size = pathlib.Path(local).stat().st_size
+        with open(local, "rb") as f:
+            req = urllib.request.Request(location, data=f, method="PUT",
+                                         headers={"Content-Length": str(size),
+                                                  "Content-Type": "application/octet-stream"})
+            with urllib.request.urlopen(req, timeout=600) as r:
+                assert r.status == 201, r.status
 
 
 @contextlib.contextmanager
@@ -61,8 +89,9 @@ def hdfs_server(data_dir, timeout=240):
             continue
         # Its log goes to a file: a pipe nobody reads would stall the cluster once full.
         log = tempfile.TemporaryFile(mode="w+")
+        ready = tempfile.TemporaryFile(mode="w+")
         proc = subprocess.Popen(["bash", str(SCRIPT), str(data_dir), str(port)],
-                                stdout=subprocess.DEVNULL, stderr=log, text=True)
+                                stdout=ready, stderr=log, text=True)
         deadline = time.monotonic() + timeout
         up = False
         while time.monotonic() < deadline and proc.poll() is None:
@@ -71,8 +100,16 @@ def hdfs_server(data_dir, timeout=240):
                 break
             time.sleep(0.25)
         if up:
+            # "hdfs-server: ready on 127.0.0.1:PORT (namenode rpc 127.0.0.1:N, ...)", printed
+            # just after the control endpoint starts answering.
+            rpc = None
+            while rpc is None and time.monotonic() < deadline:
+                ready.seek(0)
+                rpc = re.search(r"namenode rpc [0-9.]+:([0-9]+)", ready.read())
+                time.sleep(0 if rpc else 0.05)
+            ready.close()
             try:
-                yield Cluster(port)
+                yield Cluster(port, int(rpc.group(1)) if rpc else 0)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 try:
@@ -84,6 +121,7 @@ def hdfs_server(data_dir, timeout=240):
             return
         proc.kill()
         proc.wait()
+        ready.close()
         log.seek(0)
         err = log.read()
         log.close()

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cctype>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <mutex>
 #include <thread>
@@ -244,6 +245,7 @@ Result<HttpResponse> HttpClient::PerformOnce(const HttpRequest& r, bool* retry) 
 Result<HttpResponse> HttpClient::Perform(const HttpRequest& r, int max_attempts) {
   if (max_attempts <= 0) max_attempts = options_.max_attempts;
   auto delay = options_.first_backoff;
+  const auto start = std::chrono::steady_clock::now();
   for (int attempt = 1;; ++attempt) {
     bool retry = false;
     Result<HttpResponse> resp = PerformOnce(r, &retry);
@@ -252,6 +254,13 @@ Result<HttpResponse> HttpClient::Perform(const HttpRequest& r, int max_attempts)
       retry = true;  // a short body: the connection dropped mid-transfer
       resp = Status::Unavailable(r.what + ": the store sent " + std::to_string(resp->sunk) +
                                  " of " + std::to_string(r.sink.size()) + " bytes");
+    }
+    if (retry && attempt >= max_attempts && attempt > 1 && !resp.ok()) {
+      const double seconds =
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      char took[64];
+      std::snprintf(took, sizeof took, " (gave up after %d attempts in %.1f s)", attempt, seconds);
+      return Status(resp.status().code(), resp.status().message() + took);
     }
     if (!retry || attempt >= max_attempts) return resp;
     std::this_thread::sleep_for(delay);

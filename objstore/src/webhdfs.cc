@@ -61,8 +61,19 @@ Status HdfsError(const std::string& where, long status, const std::string& body)
     detail += ": " + body.substr(0, std::min<std::size_t>(body.size(), 200));
   }
   const std::string& e = re.exception;
-  if (e == "FileNotFoundException" || status == 404) {
+  if (re.exception.empty() && body.find("HTTP request to a Hadoop IPC port") != std::string::npos) {
+    return Status::InvalidArgument(
+        where +
+        ": that port is the NameNode's RPC port (fs.defaultFS, 8020 by default), not "
+        "its HTTP port: an hdfs:// address here names the WebHDFS port "
+        "(dfs.namenode.http-address, 9870 by default)");
+  }
+  if (e == "FileNotFoundException" || (status == 404 && !e.empty())) {
     return Status::NotFound(where + ": no such file or folder (" + detail + ")");
+  }
+  if (status == 404) {
+    return Status::IOError(where + ": the server does not answer as a WebHDFS NameNode (" + detail +
+                           "); is this its HTTP port (dfs.namenode.http-address)?");
   }
   if (e == "AccessControlException" || e == "SecurityException") {
     return Status::PermissionDenied(where + ": permission denied (" + detail +
@@ -325,9 +336,9 @@ Status WebHdfsClient::ReadRange(const ObjectUrl& url, const std::string& version
       std::this_thread::sleep_for(delay);
       delay = std::min<std::chrono::milliseconds>(delay * 2, std::chrono::milliseconds(5000));
     }
-    std::string query =
-        "offset=" + std::to_string(offset) + "&length=" + std::to_string(out.size()) +
-        "&buffersize=" + std::to_string(kReadBufferBytes);
+    std::string query = "offset=" + std::to_string(offset) +
+                        "&length=" + std::to_string(out.size()) +
+                        "&buffersize=" + std::to_string(kReadBufferBytes);
     if (!excluded.empty()) {
       std::string list;
       for (const auto& dn : excluded) list += (list.empty() ? "" : ",") + dn;

@@ -1,8 +1,8 @@
 """hdfs:// tables end to end against a real HDFS (a MiniDFSCluster via scripts/hdfs-server.sh: a
 NameNode and two DataNodes, replication 2, permissions on), through WebHDFS: convert into HDFS,
-inspect/verify/export/pull from it, embstore.load and the torch helper, errors that name the path
-and the WebHDFS exception, a DataNode that dies, and `serve --store hdfs://... --cache DIR`
-picking up a replaced table. The cluster comes from `scripts/hdfs-server.sh --build` (test.sh
+inspect/verify/export/pull from it, embstore.load, the torch and TensorFlow (TF1, Keras, eager)
+helpers, errors that name the path and the WebHDFS exception, a DataNode that dies before or
+during a read, and `serve --store hdfs://... --cache DIR` picking up a replaced table. The cluster comes from `scripts/hdfs-server.sh --build` (test.sh
 builds it); without it these tests skip, unless EMBSTORE_REQUIRE_HDFS=1 (test.sh, CI) makes that a
 failure."""
 import json
@@ -11,6 +11,7 @@ import random
 import subprocess
 import sys
 import time
+import urllib.request
 
 import numpy as np
 import pytest
@@ -73,9 +74,9 @@ def test_convert_into_hdfs_then_every_reader(embstore_bin, hdfs, tmp_path):
     cli(embstore_bin, ["pull", "--from", url, "--rows", "100:250", "--out", tmp_path / "r.npy"])
     np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), want[100:250])
     # No temporary file is left next to the table.
-    listing = subprocess.run(["curl", "-sf", f"{hdfs.webhdfs}/round?op=LISTSTATUS"],
-                             capture_output=True, text=True, check=True).stdout
-    names = [s["pathSuffix"] for s in json.loads(listing)["FileStatuses"]["FileStatus"]]
+    with urllib.request.urlopen(f"{hdfs.webhdfs}/round?op=LISTSTATUS") as r:
+        listing = json.load(r)
+    names = [s["pathSuffix"] for s in listing["FileStatuses"]["FileStatus"]]
     assert names == ["m1.emb"]
 
 
@@ -86,7 +87,7 @@ def test_python_and_torch_load_only_the_blocks_they_read(embstore_bin, make_tabl
                        block_rows=500)
     want = expected_matrix(20000, 64)
     url = f"{hdfs.url}/py/items.emb"
-    _put(hdfs, path, "/py/items.emb")  # written by another client
+    hdfs.put(path, "/py/items.emb")  # written by another client
     np.testing.assert_array_equal(embstore.load(url), want)
     np.testing.assert_array_equal(embstore.load(url, rows=(700, 1900)), want[700:1900])
     got = embstore.load(url, keys=["k19999", "k3", "nope"], missing="zeros")
@@ -112,7 +113,7 @@ def test_python_and_torch_load_only_the_blocks_they_read(embstore_bin, make_tabl
     data[info["data_offset"] + 19999 * 64 * 4] ^= 0x10
     bad = tmp_path / "bad.emb"
     bad.write_bytes(bytes(data))
-    _put(hdfs, bad, "/py/bad.emb")
+    hdfs.put(bad, "/py/bad.emb")
     bad_url = f"{hdfs.url}/py/bad.emb"
     np.testing.assert_array_equal(embstore.load(bad_url, rows=(0, 1000)), want[:1000])
     with pytest.raises(embstore.errors.CorruptionError, match="block 39 "):
@@ -123,21 +124,36 @@ def test_python_and_torch_load_only_the_blocks_they_read(embstore_bin, make_tabl
         embstore.load(f"{hdfs.url}/py/missing.emb")
 
 
-def _user():
-    import getpass
-    return getpass.getuser()
+def test_tf1_variable_keras_layer_and_eager_assign_from_hdfs(make_table_bin, hdfs, tmp_path):
+    os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    tf = pytest.importorskip("tensorflow")
+    import keras
 
-
-def _put(hdfs, local, path):
-    """WebHDFS's two-step CREATE with curl, as another client writes a file: the NameNode's
-    redirect first, then the data to the DataNode it names."""
-    first = subprocess.run(["curl", "-sf", "-X", "PUT", "-o", "/dev/null", "-w",
-                            "%{redirect_url}",
-                            f"{hdfs.webhdfs}{path}?op=CREATE&overwrite=true&user.name={_user()}"],
-                           capture_output=True, text=True, check=True)
-    assert first.stdout.startswith("http"), first.stdout
-    subprocess.run(["curl", "-sf", "-X", "PUT", "-T", str(local), first.stdout],
-                   capture_output=True, check=True)
+    import embstore.tf
+    path = write_table(make_table_bin, tmp_path / "item_mat.emb", 6000, 32, block_rows=256)
+    want = expected_matrix(6000, 32)
+    hdfs.put(path, "/tf/item_mat.emb")
+    url = f"{hdfs.url}/tf/item_mat.emb"
+    # TF1 graph mode: the values come at run time, chunk by chunk; the graph stays small.
+    graph = tf.Graph()
+    with graph.as_default():
+        v = tf.compat.v1.get_variable("item_mat", [6000, 32],
+                                      initializer=tf.compat.v1.zeros_initializer())
+        with tf.compat.v1.Session(graph=graph) as sess:
+            sess.run(tf.compat.v1.global_variables_initializer())
+            embstore.tf.initialize(sess, {v: None}, url, chunk_rows=1000)
+            np.testing.assert_array_equal(sess.run(v), want)
+        assert graph.as_graph_def().ByteSize() < 64 << 10
+    # Keras 3: the layer's initializer reads the rows.
+    layer = keras.layers.Embedding(2000, 32,
+                                   embeddings_initializer=embstore.tf.Initializer(
+                                       url, rows=(1000, 3000)))
+    layer.build((None,))
+    np.testing.assert_array_equal(np.asarray(layer.embeddings), want[1000:3000])
+    # TF2 eager.
+    e = tf.Variable(tf.zeros([6000, 32]))
+    embstore.tf.assign(e, url)
+    np.testing.assert_array_equal(e.numpy(), want)
 
 
 def test_errors_name_the_path_and_the_exception(embstore_bin, hdfs, tmp_path):
@@ -157,12 +173,16 @@ def test_errors_name_the_path_and_the_exception(embstore_bin, hdfs, tmp_path):
     # Nothing listens there: an error within the retries, naming the address.
     down = cli(embstore_bin, ["inspect", "hdfs://127.0.0.1:1/x.emb"], check=False)
     assert down.returncode == 1 and "hdfs://127.0.0.1:1/x.emb" in down.stderr
+    assert "gave up after 6 attempts" in down.stderr
+    # The NameNode's RPC port (what fs.defaultFS names) instead of its HTTP port: said so.
+    rpc = cli(embstore_bin, ["inspect", f"{hdfs.rpc_url}/x.emb"], check=False)
+    assert rpc.returncode == 2 and "RPC port" in rpc.stderr and "9870" in rpc.stderr
 
 
 def test_a_dead_datanode_is_read_around(embstore_bin, make_table_bin, hdfs, tmp_path):
     path = write_table(make_table_bin, tmp_path / "seed.emb", 100_000, 64, block_rows=1000)
     url = f"{hdfs.url}/replicas/seed.emb"
-    _put(hdfs, path, "/replicas/seed.emb")
+    hdfs.put(path, "/replicas/seed.emb")
     hdfs.stop_datanode(0)
     try:
         for i in range(3):
@@ -170,6 +190,30 @@ def test_a_dead_datanode_is_read_around(embstore_bin, make_table_bin, hdfs, tmp_
             assert (tmp_path / f"p{i}.emb").read_bytes() == path.read_bytes()
     finally:
         hdfs.restart_datanode(0)
+
+
+def test_a_datanode_stopped_mid_pull_is_read_around(embstore_bin, make_table_bin, hdfs,
+                                                    tmp_path):
+    """The DataNode stops while `pull` is reading (when exactly depends on the machine's speed:
+    before, during or after some of its parts). With the other replica alive, the pull completes
+    with the exact bytes either way: a read cut off is asked of the NameNode again with the dead
+    DataNode excluded."""
+    path = write_table(make_table_bin, tmp_path / "big.emb", 400_000, 128, block_rows=2048)
+    hdfs.put(path, "/replicas/big.emb")
+    want = path.read_bytes()
+    for dead in (0, 1):
+        out = tmp_path / f"big{dead}.emb"
+        pull = subprocess.Popen([str(embstore_bin), "pull", "--from",
+                                 f"{hdfs.url}/replicas/big.emb", "--out", str(out)],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        time.sleep(0.15)
+        hdfs.stop_datanode(dead)
+        try:
+            _, err = pull.communicate(timeout=300)
+        finally:
+            hdfs.restart_datanode(dead)
+        assert pull.returncode == 0, err
+        assert out.read_bytes() == want
 
 
 def test_serve_from_hdfs_picks_up_a_replaced_table(embstore_bin, hdfs, tmp_path):

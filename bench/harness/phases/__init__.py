@@ -1,7 +1,7 @@
 """The phases of bench/run.py, one module each, in run order: micro, conversion, scaling, local,
-serving, seed, lookup, trainer, distributed, object_store. Each module's run(ctx) measures its contenders
-(harness.contenders, or a C++ benchmark) side by side and returns the dict that becomes its
-section of results.json."""
+serving, seed, lookup, trainer, distributed, object_store, hdfs. Each module's run(ctx) measures
+its contenders (harness.contenders, or a C++ benchmark) side by side and returns the dict that
+becomes its section of results.json."""
 import dataclasses
 import pathlib
 

@@ -297,6 +297,34 @@ def _object_store(results):
     return lines
 
 
+def _hdfs(results):
+    hdfs = results.get("hdfs")
+    if not hdfs or not hdfs.get("downloads"):
+        return []
+    lines = ["### Reading the seed table from HDFS", "",
+             f"The seed table as one file on a local HDFS ({hdfs['server']}, data on the work "
+             "directory), each reader in a fresh process, best of 3. Downloads write the table "
+             "to a local file: `embstore pull` over WebHDFS (parallel ranged reads of one "
+             "version, every block verified); Hadoop's Java client (`FsShell -get` over HDFS "
+             "RPC, the JVM's start included, as for `hdfs dfs -get`); hdfs-native (Rust, HDFS "
+             "RPC, no JVM); pyarrow's HadoopFileSystem where libhdfs.so can be found.", "",
+             "| download | seconds | GB/s | peak RSS MiB |", "|---|---:|---:|---:|"]
+    for case, r in hdfs["downloads"].items():
+        if "unavailable" in r:
+            lines.append(f"| {case} | not available: {r['unavailable']} | | |")
+        else:
+            lines.append(f"| {case} | {r['seconds']:.2f} | {r['bytes'] / r['seconds'] / 1e9:.2f}"
+                         f" | {r.get('peak_rss_mib', 0):.0f} |")
+    lines += ["", "Into a trainer's memory: numpy, and a TF1 graph-mode variable (embstore's "
+              "own loader against the placeholder/feed_dict workaround fed from hdfs-native's "
+              "bytes parsed by safetensors).", "",
+              "| load | seconds | peak RSS MiB |", "|---|---:|---:|"]
+    for case, r in hdfs.get("loads", {}).items():
+        lines.append(f"| {case} | {r['seconds']:.2f} | {r.get('peak_rss_mib', 0):.0f} |")
+    lines.append("")
+    return lines
+
+
 def _distributed(results):
     distributed = results.get("distributed")
     if not distributed:
@@ -368,7 +396,7 @@ def write_report(results, path, img_rel, phases):
         lines.append("")
     lines += ["## Absolute numbers (machine-dependent)", ""]
     for section in (_conversion, _scaling, _local_load, _serving, _seed, _trainer, _distributed,
-                    _object_store, _lookup, _micro):
+                    _object_store, _hdfs, _lookup, _micro):
         lines += section(results)
     lines += _how_to_run(phases)
     path.write_text("\n".join(lines))

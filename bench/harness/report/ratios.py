@@ -203,6 +203,28 @@ def _object_store(store):
     return rows
 
 
+def _hdfs(hdfs):
+    """embstore pull against the best other reader of the same HDFS file, and the loads."""
+    downloads = {k: v for k, v in hdfs["downloads"].items() if v.get("seconds")}
+    mine = get_nested(downloads, "embstore pull", "seconds")
+    others = {k: v["seconds"] for k, v in downloads.items() if k != "embstore pull"}
+    if not mine or not others:
+        return []
+    rows = [("hdfs", f"seed table from HDFS: {k} time / embstore pull", t / mine, "")
+            for k, t in others.items()]
+    best = min(others, key=others.get)
+    rows.append(("hdfs", f"seed table from HDFS: best other ({best}) time / embstore pull",
+                 others[best] / mine, "target >= 1.00 (ratio)"))
+    loads = hdfs.get("loads", {})
+    for theirs, ours in [("hdfs-native + safetensors -> numpy", "embstore.load -> numpy"),
+                         ("hdfs-native + feed_dict -> TF1 variable",
+                          "embstore.tf.initialize -> TF1 variable")]:
+        t, m = get_nested(loads, theirs, "seconds"), get_nested(loads, ours, "seconds")
+        if t and m:
+            rows.append(("hdfs", f"from HDFS, {theirs} time / {ours}", t / m, ""))
+    return rows
+
+
 def _seed(results):
     rows = []
     seed = get_nested(results, "seed", "cases", default=[])
@@ -275,6 +297,8 @@ def headline_ratios(results):
         rows += _distributed(results["distributed"])
     if get_nested(results, "object_store", "contenders"):
         rows += _object_store(results["object_store"])
+    if get_nested(results, "hdfs", "downloads"):
+        rows += _hdfs(results["hdfs"])
     rows += _seed(results)
     rows += _micro(results)
     return rows
