@@ -3,7 +3,7 @@
 # DataNodes, replication 2, permissions checked) with its data under DIR and WebHDFS on
 # http://127.0.0.1:PORT/webhdfs/v1/ (Apache Hadoop 3.4.1, Apache-2.0).
 #
-# Usage: scripts/hdfs-server.sh DIR PORT
+# Usage: scripts/hdfs-server.sh [--kerberos] DIR PORT
 #        scripts/hdfs-server.sh --build    builds the server if needed, prints its path, exits
 #        scripts/hdfs-server.sh --where    prints the server's path; exit status 3 when not built
 #   DIR    the data: formatted when DIR is new or empty, reused with its files when an earlier
@@ -12,11 +12,17 @@
 #          The NameNode RPC port and the DataNodes' ports are free ports picked at each start
 #          (the ready line names the RPC port); WebHDFS redirects (307) name a DataNode as
 #          127.0.0.1:its-http-port.
+#   --kerberos  a kerberized cluster: a MiniKdc (realm EXAMPLE.COM) under DIR/kdc, WebHDFS
+#          behind SPNEGO, block access tokens and delegation tokens on. The HDFS superuser is
+#          then hdfs; the user running this script owns "/". DIR/kdc/krb5.conf (for
+#          KRB5_CONFIG) and DIR/kdc/user.keytab (principals USER and embstore-stranger) are
+#          for clients: KRB5_CONFIG=DIR/kdc/krb5.conf kinit -kt DIR/kdc/user.keytab USER. The
+#          DataNodes run on unprivileged ports without SASL (Hadoop's test setting).
 #   HDFS_SERVER_LOG_LEVEL   Hadoop's log level, on stderr (default WARN, minus known noise)
 #   HDFS_SERVER_JAVA_OPTS   more JVM options
 #
 # Once it serves, it prints one line to stdout: "hdfs-server: ready on 127.0.0.1:PORT
-# (namenode rpc 127.0.0.1:N, datanodes 2, control 127.0.0.1:PORT+1)". SIGTERM, or SIGINT where
+# (namenode rpc 127.0.0.1:N, datanodes 2, control 127.0.0.1:PORT+1[, kerberos ...])". SIGTERM, or SIGINT where
 # it was not ignored at start (it is for `cmd &` in a script), stops it cleanly: exit status 0.
 # The user running it is the HDFS superuser (user.name=$(whoami)); blocks may be as small as
 # 1024 bytes. A stopped DataNode turns stale for the NameNode after 3 s (OPEN then redirects to
@@ -55,6 +61,11 @@ if [[ ${1:-} == -h || ${1:-} == --help ]]; then
   exit 0
 fi
 MODE=run
+kerberos=()
+if [[ ${1:-} == --kerberos ]]; then
+  kerberos=(--kerberos)
+  shift
+fi
 if [[ ${1:-} == --where && $# -eq 1 ]]; then
   MODE=where
 elif [[ ${1:-} == --build && $# -eq 1 ]]; then
@@ -134,4 +145,5 @@ log "WebHDFS on http://127.0.0.1:$port/webhdfs/v1/, control on http://127.0.0.1:
 exec "$JAVA" -Xmx1g -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true \
   --add-opens java.base/java.lang=ALL-UNNAMED \
   ${HDFS_SERVER_JAVA_OPTS:-} \
-  -cp "$SERVER/hdfs-server.jar:$(cat "$SERVER/classpath.txt")" embstore.HdfsServer "$dir" "$port"
+  -cp "$SERVER/hdfs-server.jar:$(cat "$SERVER/classpath.txt")" embstore.HdfsServer \
+  "${kerberos[@]}" "$dir" "$port"

@@ -44,12 +44,16 @@ def built():
 
 
 class Cluster:
-    def __init__(self, port, rpc_port):
+    def __init__(self, port, rpc_port, kerberos=None):
         self.port = port
         self.url = f"hdfs://127.0.0.1:{port}"
         self.webhdfs = f"http://127.0.0.1:{port}/webhdfs/v1"
         # HDFS RPC (the NameNode's own protocol), for Hadoop's Java client and hdfs-native.
         self.rpc_url = f"hdfs://127.0.0.1:{rpc_port}"
+        # A kerberized cluster (hdfs_server(kerberos=True)): {"krb5_conf", "keytab", "user",
+        # "realm"}, for KRB5_CONFIG and `kinit -kt KEYTAB USER@REALM` (or the keytab's other
+        # principal, embstore-stranger, who owns nothing).
+        self.kerberos = kerberos
 
     def stop_datanode(self, index):
         assert _control(self.port, "POST", f"/datanode/stop?index={index}") == 200
@@ -81,8 +85,9 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def hdfs_server(data_dir, timeout=240):
-    """Starts the cluster with its data in `data_dir`; yields a Cluster. Stopped on exit."""
+def hdfs_server(data_dir, timeout=240, kerberos=False):
+    """Starts the cluster with its data in `data_dir` (kerberized with `kerberos`: SPNEGO,
+    delegation tokens, a MiniKdc); yields a Cluster. Stopped on exit."""
     for _ in range(5):
         port = random.randint(20000, 45000)
         if not (_port_free(port) and _port_free(port + 1)):
@@ -90,7 +95,8 @@ def hdfs_server(data_dir, timeout=240):
         # Its log goes to a file: a pipe nobody reads would stall the cluster once full.
         log = tempfile.TemporaryFile(mode="w+")
         ready = tempfile.TemporaryFile(mode="w+")
-        proc = subprocess.Popen(["bash", str(SCRIPT), str(data_dir), str(port)],
+        proc = subprocess.Popen(["bash", str(SCRIPT)] + (["--kerberos"] if kerberos else [])
+                                + [str(data_dir), str(port)],
                                 stdout=ready, stderr=log, text=True)
         deadline = time.monotonic() + timeout
         up = False
@@ -105,11 +111,16 @@ def hdfs_server(data_dir, timeout=240):
             rpc = None
             while rpc is None and time.monotonic() < deadline:
                 ready.seek(0)
-                rpc = re.search(r"namenode rpc [0-9.]+:([0-9]+)", ready.read())
+                line = ready.read()
+                rpc = re.search(r"namenode rpc [0-9.]+:([0-9]+)", line)
                 time.sleep(0 if rpc else 0.05)
             ready.close()
+            krb = re.search(r"kerberos (\S+): KRB5_CONFIG=(\S+), keytab (\S+) for ([^@\s]+)@",
+                            line)
+            krb = krb and {"realm": krb.group(1), "krb5_conf": krb.group(2),
+                           "keytab": krb.group(3), "user": krb.group(4)}
             try:
-                yield Cluster(port, int(rpc.group(1)) if rpc else 0)
+                yield Cluster(port, int(rpc.group(1)) if rpc else 0, krb)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 try:

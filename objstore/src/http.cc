@@ -130,6 +130,12 @@ bool Retryable(CURLcode c) {
 
 }  // namespace
 
+bool HasSpnego() {
+  const curl_version_info_data* v = curl_version_info(CURLVERSION_NOW);
+  return v != nullptr && (v->features & CURL_VERSION_SPNEGO) != 0 &&
+         (v->features & CURL_VERSION_GSSAPI) != 0;
+}
+
 std::string UriEncode(std::string_view s, bool keep_slash) {
   static const char* kHex = "0123456789ABCDEF";
   std::string out;
@@ -193,6 +199,7 @@ Result<HttpResponse> HttpClient::PerformOnce(const HttpRequest& r, bool* retry) 
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
+  if (const char* x = getenv("XBUF")) curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, atol(x));
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(options_.connect_timeout.count()));
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);

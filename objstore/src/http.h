@@ -77,6 +77,10 @@ class HttpClient {
   std::unique_ptr<Pool> pool_;
 };
 
+// Whether this process's libcurl can authenticate with SPNEGO (Kerberos through GSS-API): the
+// Debian build's can; a libcurl built without GSS-API (the portable wheels') cannot.
+bool HasSpnego();
+
 // RFC 3986 percent-encoding (uppercase hex), '/' kept when `keep_slash`.
 std::string UriEncode(std::string_view s, bool keep_slash);
 

@@ -49,8 +49,24 @@ bool RetriableException(const std::string& e) {
          e == "ObserverRetryOnActiveException";
 }
 
-// The Status of a non-2xx answer, naming the URL, the request and the WebHDFS exception.
-Status HdfsError(const std::string& where, long status, const std::string& body) {
+// What a non-JSON error body says, in one line: an HTML page's title, or the start of the text.
+std::string BodyGist(const std::string& body) {
+  const std::size_t t = body.find("<title>");
+  if (t != std::string::npos) {
+    const std::size_t e = body.find("</title>", t);
+    return body.substr(t + 7, e == std::string::npos ? 200 : std::min<std::size_t>(e - t - 7, 200));
+  }
+  std::string gist = body.substr(0, std::min<std::size_t>(body.size(), 200));
+  for (char& c : gist) {
+    if (c == '\n' || c == '\r') c = ' ';
+  }
+  return gist;
+}
+
+// The Status of a non-2xx answer, naming the URL, the request and the WebHDFS exception; hints
+// at authentication in the terms of the mode `c` uses.
+Status HdfsError(const HdfsConfig& c, const std::string& where, long status,
+                 const std::string& body) {
   const RemoteException re = ParseRemoteException(body);
   std::string detail = "HTTP " + std::to_string(status);
   if (!re.exception.empty()) detail += " " + re.exception;
@@ -58,7 +74,7 @@ Status HdfsError(const std::string& where, long status, const std::string& body)
     // The message's first line: Hadoop appends stack-like detail to some.
     detail += ": " + re.message.substr(0, re.message.find('\n'));
   } else if (re.exception.empty() && !body.empty()) {
-    detail += ": " + body.substr(0, std::min<std::size_t>(body.size(), 200));
+    detail += ": " + BodyGist(body);
   }
   const std::string& e = re.exception;
   if (re.exception.empty() && body.find("HTTP request to a Hadoop IPC port") != std::string::npos) {
@@ -75,13 +91,26 @@ Status HdfsError(const std::string& where, long status, const std::string& body)
     return Status::IOError(where + ": the server does not answer as a WebHDFS NameNode (" + detail +
                            "); is this its HTTP port (dfs.namenode.http-address)?");
   }
+  const bool token = !c.delegation_token.empty();
+  if (token && (status == 401 || e == "SecurityException" || e == "InvalidToken" ||
+                e == "SecretManager$InvalidToken")) {
+    return Status::Unauthenticated(where + ": the delegation token was refused (" + detail +
+                                   "); it may have expired or been cancelled: fetch a new one "
+                                   "(EMBSTORE_HDFS_DELEGATION_TOKEN)");
+  }
   if (e == "AccessControlException" || e == "SecurityException") {
-    return Status::PermissionDenied(where + ": permission denied (" + detail +
-                                    "); check the user (HADOOP_USER_NAME) and the path's owner "
-                                    "and mode");
+    return Status::PermissionDenied(
+        where + ": permission denied (" + detail + "); check the user (" +
+        (c.kerberos ? std::string("the Kerberos principal") : "HADOOP_USER_NAME") +
+        ") and the path's owner and mode");
   }
   if (status == 401) {
-    return Status::Unauthenticated(where + ": the NameNode wants authentication (" + detail +
+    if (c.kerberos) {
+      return Status::Unauthenticated(
+          where + ": the NameNode refused Kerberos authentication (" + detail +
+          "); is there a valid ticket (kinit, KRB5CCNAME) in the NameNode's realm (KRB5_CONFIG)?");
+    }
+    return Status::Unauthenticated(where + ": the NameNode wants Kerberos (" + detail +
                                    "); set EMBSTORE_HDFS_AUTH=kerberos after kinit, or a "
                                    "delegation token (EMBSTORE_HDFS_DELEGATION_TOKEN)");
   }
@@ -220,6 +249,13 @@ Result<HdfsConfig> HdfsConfigFromEnvironment(const GetEnv& getenv) {
   c.delegation_token = get("EMBSTORE_HDFS_DELEGATION_TOKEN");
   const std::string auth = get("EMBSTORE_HDFS_AUTH");
   if (auth == "kerberos") {
+    if (!internal::HasSpnego()) {
+      return Status::FailedPrecondition(
+          "EMBSTORE_HDFS_AUTH=kerberos: this build's libcurl has no GSS-API (SPNEGO) support, "
+          "so it cannot authenticate with Kerberos; use a delegation token "
+          "(EMBSTORE_HDFS_DELEGATION_TOKEN), or embstore built against a libcurl with GSS-API "
+          "(Debian's)");
+    }
     c.kerberos = true;
   } else if (!auth.empty() && auth != "simple") {
     return Status::InvalidArgument("EMBSTORE_HDFS_AUTH is '" + auth +
@@ -291,7 +327,7 @@ Result<ObjectInfo> WebHdfsClient::Stat(const ObjectUrl& url) {
   r.what = url.ToString() + ": GETFILESTATUS";
   EMBSTORE_ASSIGN_OR_RETURN(HttpResponse resp, Perform(std::move(r)));
   const std::string where = url.ToString() + ": GETFILESTATUS";
-  if (!Ok(resp.status)) return HdfsError(where, resp.status, resp.body);
+  if (!Ok(resp.status)) return HdfsError(config_, where, resp.status, resp.body);
   EMBSTORE_ASSIGN_OR_RETURN(Json j, JsonBody(where, resp));
   if (!j.contains("FileStatus")) return Status::IOError(where + ": the answer has no FileStatus");
   EMBSTORE_ASSIGN_OR_RETURN(FileStatus f, ParseFileStatus(where, j["FileStatus"]));
@@ -352,7 +388,7 @@ Status WebHdfsClient::ReadRange(const ObjectUrl& url, const std::string& version
     EMBSTORE_ASSIGN_OR_RETURN(HttpResponse resp, Perform(std::move(nn)));
     if (Ok(resp.status)) return Status::OK();
     if (resp.status != 307 && resp.status != 302) {
-      Status st = HdfsError(where, resp.status, resp.body);
+      Status st = HdfsError(config_, where, resp.status, resp.body);
       return st.code() == StatusCode::kNotFound ? replaced(st) : st;
     }
     auto loc = resp.headers.find("location");
@@ -368,10 +404,10 @@ Status WebHdfsClient::ReadRange(const ObjectUrl& url, const std::string& version
     Result<HttpResponse> data = Perform(dn, 1);
     if (data.ok() && Ok(data->status)) return Status::OK();
     if (data.ok() && data->status < 500) {
-      Status st = HdfsError(dn.what, data->status, data->body);
+      Status st = HdfsError(config_, dn.what, data->status, data->body);
       return st.code() == StatusCode::kNotFound ? replaced(st) : st;
     }
-    last = data.ok() ? HdfsError(dn.what, data->status, data->body) : data.status();
+    last = data.ok() ? HdfsError(config_, dn.what, data->status, data->body) : data.status();
     if (last.code() != StatusCode::kUnavailable) return last;
     excluded.insert(ExcludeName(url, inode_path, offset, out.size(), AuthorityOf(loc->second)));
   }
@@ -428,7 +464,7 @@ Result<std::vector<ObjectInfo>> WebHdfsClient::List(const ObjectUrl& prefix) {
   r.url = NameNodeUrl(prefix, "/" + dir, "LISTSTATUS");
   r.what = where;
   EMBSTORE_ASSIGN_OR_RETURN(HttpResponse resp, Perform(std::move(r)));
-  if (!Ok(resp.status)) return HdfsError(where, resp.status, resp.body);
+  if (!Ok(resp.status)) return HdfsError(config_, where, resp.status, resp.body);
   EMBSTORE_ASSIGN_OR_RETURN(Json j, JsonBody(where, resp));
   const Json* list = nullptr;
   if (j.contains("FileStatuses") && j["FileStatuses"].is_object() &&
@@ -458,7 +494,7 @@ Status WebHdfsClient::MakeDirectories(const ObjectUrl& url) {
   r.url = NameNodeUrl(url, "/" + url.key, "MKDIRS");
   r.what = where;
   EMBSTORE_ASSIGN_OR_RETURN(HttpResponse resp, Perform(std::move(r)));
-  if (!Ok(resp.status)) return HdfsError(where, resp.status, resp.body);
+  if (!Ok(resp.status)) return HdfsError(config_, where, resp.status, resp.body);
   EMBSTORE_ASSIGN_OR_RETURN(Json j, JsonBody(where, resp));
   if (!j.value("boolean", false)) return Status::IOError(where + ": the NameNode answered false");
   return Status::OK();
@@ -473,7 +509,7 @@ Status WebHdfsClient::Rename(const ObjectUrl& from, const ObjectUrl& to, bool ov
   r.url = NameNodeUrl(from, "/" + from.key, "RENAME", query);
   r.what = where;
   EMBSTORE_ASSIGN_OR_RETURN(HttpResponse resp, Perform(std::move(r)));
-  if (!Ok(resp.status)) return HdfsError(where, resp.status, resp.body);
+  if (!Ok(resp.status)) return HdfsError(config_, where, resp.status, resp.body);
   if (!overwrite) {
     // Without options the NameNode answers {"boolean": false} for a failed rename.
     EMBSTORE_ASSIGN_OR_RETURN(Json j, JsonBody(where, resp));
@@ -508,7 +544,7 @@ Result<std::string> WebHdfsClient::Upload(const std::string& path, const ObjectU
     create.what = where;
     EMBSTORE_ASSIGN_OR_RETURN(HttpResponse resp, Perform(create));
     if (resp.status != 307 && resp.status != 302 && !Ok(resp.status)) {
-      return HdfsError(where, resp.status, resp.body);
+      return HdfsError(config_, where, resp.status, resp.body);
     }
     std::string target = create.url;  // an HttpFS gateway takes the data itself
     if (resp.status == 307 || resp.status == 302) {
@@ -532,7 +568,8 @@ Result<std::string> WebHdfsClient::Upload(const std::string& path, const ObjectU
     }
     Result<HttpResponse> sent = Perform(data, 1);
     Status st = sent.status();
-    if (sent.ok() && !Ok(sent->status)) st = HdfsError(data.what, sent->status, sent->body);
+    if (sent.ok() && !Ok(sent->status))
+      st = HdfsError(config_, data.what, sent->status, sent->body);
     if (st.ok()) {
       // The bytes HDFS holds must be the file's, whole, before the file takes the real name.
       auto written = Stat(temp);
@@ -561,7 +598,8 @@ Status WebHdfsClient::Delete(const ObjectUrl& url) {
   r.url = NameNodeUrl(url, "/" + url.key, "DELETE", "recursive=false");
   r.what = where;
   EMBSTORE_ASSIGN_OR_RETURN(HttpResponse resp, Perform(std::move(r)));
-  if (!Ok(resp.status) && resp.status != 404) return HdfsError(where, resp.status, resp.body);
+  if (!Ok(resp.status) && resp.status != 404)
+    return HdfsError(config_, where, resp.status, resp.body);
   return Status::OK();
 }
 

@@ -34,6 +34,19 @@ def hdfs(tmp_path_factory):
         yield cluster
 
 
+@pytest.fixture(scope="module")
+def hdfs_kerberos(tmp_path_factory):
+    """A second, kerberized cluster: SPNEGO on WebHDFS, a MiniKdc, delegation tokens."""
+    ok, why = hdfs_built()
+    if not ok:
+        why = f"HDFS test cluster not built: {why} (bash scripts/hdfs-server.sh --build)"
+        if os.environ.get("EMBSTORE_REQUIRE_HDFS") == "1":
+            pytest.fail(why)
+        pytest.skip(why)
+    with hdfs_server(tmp_path_factory.mktemp("hdfskrb") / "data", kerberos=True) as cluster:
+        yield cluster
+
+
 def cli(embstore_bin, args, check=True, **env):
     p = subprocess.run([str(embstore_bin)] + [str(a) for a in args], capture_output=True,
                        text=True, env=dict(os.environ, **env))
@@ -246,3 +259,60 @@ def test_serve_from_hdfs_picks_up_a_replaced_table(embstore_bin, hdfs, tmp_path)
         serve.terminate()
         err = serve.communicate(timeout=30)[1]
     assert '"table fetched"' in err
+
+
+def test_kerberos_spnego_and_delegation_tokens(embstore_bin, hdfs_kerberos, tmp_path,
+                                               monkeypatch):
+    """Against a kerberized cluster: simple authentication and a missing ticket are refused with
+    errors that say what to do; with a ticket (kinit), SPNEGO through libcurl's GSS-API writes
+    and reads tables; a principal without rights is refused; a delegation token, fetched with
+    that ticket, then works without one, and a bad token is refused."""
+    k = hdfs_kerberos.kerberos
+    env = {"KRB5_CONFIG": k["krb5_conf"], "KRB5CCNAME": f"FILE:{tmp_path}/ccache"}
+    krb = dict(env, EMBSTORE_HDFS_AUTH="kerberos")
+    text, want = _text(tmp_path, 4000, 16, 7)
+    url = f"{hdfs_kerberos.url}/secure/m.emb"
+
+    simple = cli(embstore_bin, ["convert", text, url], check=False, **env)
+    assert simple.returncode == 1 and "wants Kerberos" in simple.stderr, simple.stderr
+    no_ticket = cli(embstore_bin, ["inspect", url], check=False, **krb)
+    assert no_ticket.returncode == 1 and "refused Kerberos" in no_ticket.stderr, no_ticket.stderr
+
+    def kinit(principal):
+        subprocess.run(["kinit", "-kt", k["keytab"], f"{principal}@{k['realm']}"], check=True,
+                       env=dict(os.environ, **env))
+
+    kinit(k["user"])
+    cli(embstore_bin, ["convert", text, url], **krb)
+    assert cli(embstore_bin, ["verify", url], **krb).stdout.startswith(f"{url}: ok, 4000 rows")
+    cli(embstore_bin, ["pull", "--from", url, "--rows", "5:105", "--out", tmp_path / "r.npy"],
+        **krb)
+    np.testing.assert_array_equal(np.load(tmp_path / "r.npy"), want[5:105])
+    import embstore
+    for name, value in krb.items():
+        monkeypatch.setenv(name, value)
+    np.testing.assert_array_equal(embstore.load(url), want)
+
+    # A token for the user, fetched over SPNEGO, as `hdfs fetchdt --webservice` would.
+    got = subprocess.run(["curl", "-sf", "--negotiate", "-u", ":",
+                          f"{hdfs_kerberos.webhdfs}/?op=GETDELEGATIONTOKEN"],
+                         capture_output=True, text=True, check=True, env=dict(os.environ, **env))
+    token = json.loads(got.stdout)["Token"]["urlString"]
+
+    kinit("embstore-stranger")
+    denied = cli(embstore_bin, ["convert", text, f"{hdfs_kerberos.url}/secure/s.emb"],
+                 check=False, **krb)
+    assert denied.returncode == 1 and "user=embstore-stranger" in denied.stderr, denied.stderr
+    subprocess.run(["kdestroy"], env=dict(os.environ, **env), check=False)
+
+    tok = dict(env, EMBSTORE_HDFS_DELEGATION_TOKEN=token)
+    monkeypatch.delenv("EMBSTORE_HDFS_AUTH")
+    cli(embstore_bin, ["pull", "--from", url, "--out", tmp_path / "t.emb"], **tok)
+    cli(embstore_bin, ["export", tmp_path / "t.emb", tmp_path / "t.npy"])
+    np.testing.assert_array_equal(np.load(tmp_path / "t.npy"), want)
+    cli(embstore_bin, ["convert", text, f"{hdfs_kerberos.url}/secure/t.emb"], **tok)
+    monkeypatch.setenv("EMBSTORE_HDFS_DELEGATION_TOKEN", token)
+    np.testing.assert_array_equal(embstore.load(f"{hdfs_kerberos.url}/secure/t.emb"), want)
+    bad = cli(embstore_bin, ["inspect", url], check=False,
+              **dict(env, EMBSTORE_HDFS_DELEGATION_TOKEN="AAAA" + token[4:]))
+    assert bad.returncode == 1 and "delegation token was refused" in bad.stderr, bad.stderr

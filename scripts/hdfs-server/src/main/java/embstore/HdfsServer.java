@@ -42,6 +42,8 @@ public final class HdfsServer {
   private static final int DATANODES = 2;
   private static final String MARKER = ".hdfs-server";
   private static final long STALE_MS = 3000;
+  /** With --kerberos, a second principal in user.keytab that owns nothing. */
+  private static final String STRANGER = "embstore-stranger";
 
   /** One DataNode slot: its index stays fixed while MiniDFSCluster's list reorders. */
   private static final class Slot {
@@ -75,9 +77,11 @@ public final class HdfsServer {
     System.exit(1);
   }
 
-  public static void main(String[] args) throws Exception {
+  public static void main(String[] argv) throws Exception {
+    boolean secure = argv.length > 0 && argv[0].equals("--kerberos");
+    String[] args = secure ? java.util.Arrays.copyOfRange(argv, 1, argv.length) : argv;
     if (args.length != 2) {
-      die("usage: HdfsServer DIR PORT");
+      die("usage: HdfsServer [--kerberos] DIR PORT");
     }
     int port = -1;
     try {
@@ -112,6 +116,14 @@ public final class HdfsServer {
     }
     System.setProperty("java.io.tmpdir", tmp.getPath());
 
+    // --kerberos: the KDC first; it sets the JVM's Kerberos configuration that everything after
+    // reads. The user running this gets a principal (and owns "/"), and so does a stranger.
+    String user = System.getProperty("user.name");
+    Kerberos kerberos = null;
+    if (secure) {
+      kerberos = Kerberos.start(new File(dir, "kdc"), user, STRANGER);
+    }
+
     Configuration conf = new HdfsConfiguration();
     conf.set("hadoop.tmp.dir", tmp.getPath());
     conf.setInt("dfs.replication", DATANODES);
@@ -136,6 +148,9 @@ public final class HdfsServer {
     conf.setInt("dfs.datanode.handler.count", 4);
     conf.setBoolean("dfs.datanode.peer.stats.enabled", false);
     conf.setInt("dfs.datanode.directoryscan.throttle.limit.ms.per.sec", -1);
+    if (kerberos != null) {
+      kerberos.configure(conf);
+    }
 
     // Fixed DataNode HTTP and IPC ports (picked free now) so that a restarted DataNode comes
     // back on the same addresses; restartDataNode keeps the transfer port itself.
@@ -187,6 +202,10 @@ public final class HdfsServer {
       slots[i].record(dns.get(i));
     }
     waitOutOfSafeMode(60_000);
+    if (kerberos != null) {
+      // The superuser is hdfs (the NameNode's principal); the user running this owns "/".
+      cluster.getFileSystem().setOwner(new org.apache.hadoop.fs.Path("/"), user, "supergroup");
+    }
 
     control.createContext("/", HdfsServer::handle);
     control.setExecutor(Executors.newSingleThreadExecutor(r -> {
@@ -202,8 +221,9 @@ public final class HdfsServer {
     log(String.format("started in %.1f s (%s), data in %s, control on http://127.0.0.1:%d",
         (System.nanoTime() - t0) / 1e9, format ? "formatted" : "existing data", dir, port + 1));
     out.printf("%s: ready on 127.0.0.1:%d (namenode rpc 127.0.0.1:%d, datanodes %d, "
-        + "control 127.0.0.1:%d)%n",
-        NAME, port, rpc.getPort(), DATANODES, port + 1);
+        + "control 127.0.0.1:%d%s)%n",
+        NAME, port, rpc.getPort(), DATANODES, port + 1,
+        kerberos == null ? "" : ", " + kerberos.describe(user));
     out.flush();
 
     signalled.await();
@@ -222,6 +242,9 @@ public final class HdfsServer {
       cluster.shutdownNameNodes();
     } catch (Throwable e) {
       log("stopping the namenode: " + e);
+    }
+    if (kerberos != null) {
+      kerberos.stop();
     }
     log("stopped");
     System.exit(0);
