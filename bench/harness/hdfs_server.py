@@ -44,8 +44,9 @@ def built():
 
 
 class Cluster:
-    def __init__(self, port, rpc_port, kerberos=None):
+    def __init__(self, port, rpc_port, kerberos=None, data_dir=None):
         self.port = port
+        self.data_dir = pathlib.Path(data_dir) if data_dir else None  # the cluster's files
         self.url = f"hdfs://127.0.0.1:{port}"
         self.webhdfs = f"http://127.0.0.1:{port}/webhdfs/v1"
         # HDFS RPC (the NameNode's own protocol), for Hadoop's Java client and hdfs-native.
@@ -60,6 +61,19 @@ class Cluster:
 
     def restart_datanode(self, index):
         assert _control(self.port, "POST", f"/datanode/restart?index={index}") == 200
+
+    def block_files(self, path):
+        """{block id: [its replicas' files]} of the HDFS file `path`, from the DataNodes'
+        directories (MiniDFSCluster's DIR/data/dataN/current/BP-*/current/finalized/...)."""
+        import getpass
+        import json
+        url = (f"{self.webhdfs}{path}?op=GET_BLOCK_LOCATIONS&offset=0&length=1000000000000"
+               f"&user.name={urllib.parse.quote(getpass.getuser())}")
+        with urllib.request.urlopen(url, timeout=60) as r:
+            blocks = json.load(r)["LocatedBlocks"]["locatedBlocks"]
+        return {b["block"]["blockId"]: sorted(self.data_dir.glob(
+                    f"data/data*/current/BP-*/current/finalized/**/blk_{b['block']['blockId']}"))
+                for b in blocks}
 
     def put(self, local, path):
         """Writes the local file as `path` the way any WebHDFS client does, as the cluster's
@@ -120,7 +134,7 @@ def hdfs_server(data_dir, timeout=240, kerberos=False):
             krb = krb and {"realm": krb.group(1), "krb5_conf": krb.group(2),
                            "keytab": krb.group(3), "user": krb.group(4)}
             try:
-                yield Cluster(port, int(rpc.group(1)) if rpc else 0, krb)
+                yield Cluster(port, int(rpc.group(1)) if rpc else 0, krb, data_dir)
             finally:
                 proc.send_signal(signal.SIGTERM)
                 try:

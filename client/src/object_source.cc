@@ -1,22 +1,30 @@
 // RowSource over a table object in an object store, S3 or HDFS (row_source.h, OpenObjectSource).
 //
-// The object is mirrored piecemeal into a sparse file that only this source can see (created in a
-// private directory under $TMPDIR and unlinked at once: nothing is left behind, whatever happens
-// to the process). Opening fetches the header and everything after the matrix (checksums, keys),
-// so the file is a valid table whose unfetched rows read as zeros; a read first fetches the
-// checksum blocks it touches that are not there yet (ranged reads of the version opened,
-// ObjectStore::ReadRange, several in parallel), then reads them as a file source does: every block
-// verified against its checksum before its rows are copied. So a load of some rows or keys
-// transfers their blocks and the table's metadata, never the whole object.
+// Opening fetches the header and everything after the matrix (checksums, keys) into a sparse file
+// that only this source can see (created in a private directory under $TMPDIR and unlinked at
+// once: nothing is left behind, whatever happens to the process), so the file is a valid table
+// whose unfetched rows read as zeros. A read of rows then takes one of two ways:
+// - the whole checksum blocks of a range none of whose blocks are in that copy yet, and that
+//   needs no conversion, are read from the store (ranged reads of the version opened,
+//   ObjectStore::ReadRange, several in parallel) straight into the caller's buffer and checked
+//   there, block by block; they are not kept (a table loaded once costs one copy);
+// - everything else (the blocks cut by a range's ends, key lookups, conversions) first fetches
+//   the blocks it touches into the copy, where they stay, then reads them as a file source
+//   does: every block verified against its checksum before its rows are copied.
+// So a load of some rows or keys transfers their blocks and the table's metadata, never the
+// whole object.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <thread>
 #include <vector>
 
@@ -69,14 +77,10 @@ class ObjectSource final : public RowSource {
                                      std::to_string(begin) + ", " + std::to_string(end) +
                                      ") need " + std::to_string(need));
     }
-    std::uint64_t fetched = 0;
     if (begin < end) {
-      const std::uint64_t br = reader_->table().block_rows();
-      EMBSTORE_ASSIGN_OR_RETURN(fetched, Fetch(begin / br, (end - 1) / br + 1));
+      if (auto direct = CopyRowsDirect(begin, end, out, options)) return Named(std::move(*direct));
     }
-    auto stats = Named(reader_->CopyRows(begin, end, out, options, desc_.name));
-    if (stats.ok()) stats->wire_bytes = fetched;
-    return stats;
+    return CopyRowsCached(begin, end, out, options);
   }
 
   Result<KeyCopyResult> CopyKeys(std::span<const std::string> keys, std::span<std::byte> out,
@@ -120,6 +124,133 @@ class ObjectSource final : public RowSource {
   Result<T> Named(Result<T> r) const {
     if (r.ok()) return r;
     return Named(r.status());
+  }
+
+  // Rows [begin, end) through the local copy: their missing blocks fetched into it, then read
+  // from it as a file source reads, every block verified.
+  Result<LoadStats> CopyRowsCached(std::uint64_t begin, std::uint64_t end, std::span<std::byte> out,
+                                   const ReadOptions& options) {
+    std::uint64_t fetched = 0;
+    if (begin < end) {
+      const std::uint64_t br = reader_->table().block_rows();
+      EMBSTORE_ASSIGN_OR_RETURN(fetched, Fetch(begin / br, (end - 1) / br + 1));
+    }
+    auto stats = Named(reader_->CopyRows(begin, end, out, options, desc_.name));
+    if (stats.ok()) stats->wire_bytes = fetched;
+    return stats;
+  }
+
+  // Rows [begin, end) with the whole checksum blocks among them read from the store straight
+  // into their place in `out` and checked there, when none of those blocks is in the local copy
+  // yet and the rows need no conversion: a table loaded once (the common case) then costs one
+  // copy, the network's, instead of a write into the local copy and a read back out of it. The
+  // blocks cut by the range's ends go through the local copy (CopyRowsCached). nullopt when
+  // this way does not apply.
+  std::optional<Result<LoadStats>> CopyRowsDirect(std::uint64_t begin, std::uint64_t end,
+                                                  std::span<std::byte> out,
+                                                  const ReadOptions& options) {
+    const store::Table& t = reader_->table();
+    if (options.to_f32 && t.dtype() != store::DType::kF32) return std::nullopt;
+    const std::uint64_t br = t.block_rows(), rb = t.row_bytes(), rows = t.rows();
+    const std::uint64_t first_block = (begin + br - 1) / br;
+    const std::uint64_t end_block = end == rows ? t.num_blocks() : end / br;
+    if (first_block >= end_block) return std::nullopt;
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      for (std::uint64_t b = first_block; b < end_block; ++b) {
+        if (present_[b]) return std::nullopt;
+      }
+    }
+    const auto start = std::chrono::steady_clock::now();
+    const std::uint64_t mid_begin = first_block * br, mid_end = std::min(end_block * br, rows);
+    const std::uint64_t total = out.size();
+    LoadStats stats;
+    // The ends, through the local copy, their progress counted within the whole.
+    auto through_copy = [&](std::uint64_t r0, std::uint64_t r1, std::uint64_t done) -> Status {
+      if (r0 >= r1) return Status::OK();
+      ReadOptions o = options;
+      if (options.progress) {
+        o.progress = [&, done](std::uint64_t d, std::uint64_t) {
+          return options.progress(done + d, total);
+        };
+      }
+      EMBSTORE_ASSIGN_OR_RETURN(
+          LoadStats s, CopyRowsCached(r0, r1, out.subspan((r0 - begin) * rb, (r1 - r0) * rb), o));
+      stats.wire_bytes += s.wire_bytes;
+      return Status::OK();
+    };
+    if (Status st = through_copy(begin, mid_begin, 0); !st.ok()) return st;
+    // The whole blocks: parts of up to kFetchPart bytes, kFetchParallel at a time.
+    const std::uint64_t per_part =
+        std::max<std::uint64_t>(1, kFetchPart / std::max<std::uint64_t>(1, br * rb));
+    const std::uint64_t parts = (end_block - first_block + per_part - 1) / per_part;
+    std::atomic<std::uint64_t> next{0}, done{(mid_begin - begin) * rb};
+    std::mutex err_mu;
+    Status first_error;
+    auto failed = [&] {
+      std::lock_guard<std::mutex> el(err_mu);
+      return !first_error.ok();
+    };
+    auto work = [&](bool reports) {
+      for (std::uint64_t i; !failed() && (i = next.fetch_add(1)) < parts;) {
+        const std::uint64_t b0 = first_block + i * per_part;
+        const std::uint64_t b1 = std::min(end_block, b0 + per_part);
+        const std::uint64_t r0 = b0 * br, r1 = std::min(b1 * br, rows);
+        const std::span<std::byte> dst = out.subspan((r0 - begin) * rb, (r1 - r0) * rb);
+        Status st;
+        if (options.cancel != nullptr && options.cancel->cancelled()) {
+          st = Status::Cancelled("load of table '" + desc_.name + "' from " + location_ +
+                                 " cancelled");
+        } else if (options.timeout.count() > 0 &&
+                   std::chrono::steady_clock::now() - start > options.timeout) {
+          st = Status::DeadlineExceeded("load of table '" + desc_.name + "' from " + location_ +
+                                        " took longer than its timeout");
+        } else {
+          st = store_->ReadRange(url_, version_, data_offset_ + r0 * rb, dst);
+        }
+        if (st.ok()) transferred_ += dst.size();
+        for (std::uint64_t b = b0; st.ok() && options.verify && b < b1; ++b) {
+          const std::uint64_t first = b * br, last = std::min(first + br, rows);
+          st = t.CheckBlock(b, dst.subspan((first - r0) * rb, (last - first) * rb));
+        }
+        if (st.ok()) {
+          done += dst.size();
+          if (reports && options.progress && !options.progress(done.load(), total)) {
+            st = Status::Cancelled("load of table '" + desc_.name + "' from " + location_ +
+                                   " cancelled");
+          }
+        }
+        if (!st.ok()) {
+          std::lock_guard<std::mutex> el(err_mu);
+          if (first_error.ok()) first_error = st;
+        }
+      }
+    };
+    const int n = static_cast<int>(std::min<std::uint64_t>(kFetchParallel, parts));
+    std::vector<std::thread> threads;
+    for (int i = 1; i < n; ++i) threads.emplace_back(work, false);
+    work(true);
+    for (auto& th : threads) th.join();
+    if (!first_error.ok()) {
+      if (first_error.code() == StatusCode::kFailedPrecondition) {
+        return Status::FailedPrecondition(location_ +
+                                          " was replaced since it was opened (version " + version_ +
+                                          "); open it again to read the new version");
+      }
+      return first_error;
+    }
+    stats.wire_bytes += (mid_end - mid_begin) * rb;
+    if (Status st = through_copy(mid_end, end, (mid_end - begin) * rb); !st.ok()) return st;
+    if (options.progress && !options.progress(total, total)) {
+      return Status::Cancelled("load of table '" + desc_.name + "' from " + location_ +
+                               " cancelled");
+    }
+    stats.rows = end - begin;
+    stats.bytes = out.size();
+    stats.streams = n;
+    stats.content_id = desc_.content_id;
+    stats.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    return stats;
   }
 
   // Makes blocks [b0, b1) present in the local copy: the missing ones are fetched, in ranged GETs

@@ -69,14 +69,24 @@ TEST_F(ObjectSourceTest, ARowRangeFetchesOnlyItsBlocks) {
   EXPECT_EQ((*src)->transferred_bytes(), opened + 1000 * rb);
   // The opening (header, checksums, keys) and the block: under 2% of the object.
   EXPECT_LT((*src)->transferred_bytes(), kRows * rb / 50);
-  // Read again: nothing more is fetched.
+  // Whole blocks went straight into `out` and are not kept. Part of a block goes through the
+  // local copy: block 0 is fetched into it once, and later reads of it fetch nothing.
   ASSERT_TRUE((*src)->CopyRows(10, 900, std::span(out).first(890 * rb), {}).ok());
-  EXPECT_EQ((*src)->transferred_bytes(), opened + 1000 * rb);
-  // A range across blocks 1..2 fetches just those two.
+  EXPECT_TRUE(std::equal(out.begin(), out.begin() + 890 * rb, want.begin() + 10 * rb));
+  EXPECT_EQ((*src)->transferred_bytes(), opened + 2000 * rb);
+  ASSERT_TRUE((*src)->CopyRows(20, 800, std::span(out).first(780 * rb), {}).ok());
+  EXPECT_EQ((*src)->transferred_bytes(), opened + 2000 * rb);
+  // A range across blocks 1..2 fetches just those two: block 1, cut, into the copy; block 2,
+  // whole, straight into place.
   out.resize(1500 * rb);
   ASSERT_TRUE((*src)->CopyRows(1500, 3000, out, {}).ok());
   EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + 1500 * rb));
-  EXPECT_EQ((*src)->transferred_bytes(), opened + 3000 * rb);
+  EXPECT_EQ((*src)->transferred_bytes(), opened + 4000 * rb);
+  // Once a block of the range is in the copy, the whole range is read through it.
+  out.resize(2000 * rb);
+  ASSERT_TRUE((*src)->CopyRows(1000, 3000, out, {}).ok());
+  EXPECT_TRUE(std::equal(out.begin(), out.end(), want.begin() + 1000 * rb));
+  EXPECT_EQ((*src)->transferred_bytes(), opened + 5000 * rb);
 }
 
 TEST_F(ObjectSourceTest, KeysAndKeyLookups) {

@@ -199,7 +199,6 @@ Result<HttpResponse> HttpClient::PerformOnce(const HttpRequest& r, bool* retry) 
   curl_easy_setopt(curl, CURLOPT_HEADERDATA, &t);
   curl_easy_setopt(curl, CURLOPT_WRITEFUNCTION, OnBody);
   curl_easy_setopt(curl, CURLOPT_WRITEDATA, &t);
-  if (const char* x = getenv("XBUF")) curl_easy_setopt(curl, CURLOPT_BUFFERSIZE, atol(x));
   curl_easy_setopt(curl, CURLOPT_CONNECTTIMEOUT_MS,
                    static_cast<long>(options_.connect_timeout.count()));
   curl_easy_setopt(curl, CURLOPT_LOW_SPEED_LIMIT, 1L);

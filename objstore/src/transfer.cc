@@ -8,6 +8,7 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <memory>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -52,6 +53,18 @@ Result<std::unique_ptr<AtomicFile>> CreateDestination(const std::string& dest, s
     }
   }
   return file;
+}
+
+// This thread's buffer for a part of `length` bytes, left uninitialized (the part overwrites
+// it), kept for the thread's next part.
+std::span<std::byte> PartBuffer(std::uint64_t length) {
+  thread_local std::unique_ptr<std::byte[]> buffer;
+  thread_local std::uint64_t capacity = 0;
+  if (capacity < length) {
+    buffer = std::make_unique_for_overwrite<std::byte[]>(length);
+    capacity = length;
+  }
+  return {buffer.get(), static_cast<std::size_t>(length)};
 }
 
 Status ReplacedDuringDownload(const Status& st, const ObjectUrl& url, const ObjectInfo& info,
@@ -140,13 +153,12 @@ Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
   std::atomic<std::uint64_t> done{frame->head.size() + frame->tail.size()};
   Status st = internal::RunParts(
       count, o.parallel, info.size, done, o.progress, [&](std::uint64_t i) -> Status {
-        thread_local std::vector<std::byte> buf;
         const std::uint64_t first_block = i * per_part;
         const std::uint64_t end_block = std::min(blocks, first_block + per_part);
         const std::uint64_t first_row = first_block * table.block_rows();
         const std::uint64_t end_row = std::min(table.rows(), end_block * table.block_rows());
         const std::uint64_t off = table.data_offset() + first_row * table.row_bytes();
-        buf.resize((end_row - first_row) * table.row_bytes());
+        const std::span<std::byte> buf = PartBuffer((end_row - first_row) * table.row_bytes());
         EMBSTORE_RETURN_NOT_OK(store.ReadRange(url, info.version, off, buf));
         if (o.verify) {
           for (std::uint64_t b = first_block; b < end_block; ++b) {
@@ -188,9 +200,8 @@ Result<TransferStats> DownloadObject(ObjectStore& store, const ObjectUrl& url,
   std::atomic<std::uint64_t> done{0};
   Status st =
       internal::RunParts(count, o.parallel, size, done, o.progress, [&](std::uint64_t i) -> Status {
-        thread_local std::vector<std::byte> buf;
         const std::uint64_t off = i * part;
-        buf.resize(std::min(part, size - off));
+        const std::span<std::byte> buf = PartBuffer(std::min(part, size - off));
         EMBSTORE_RETURN_NOT_OK(store.ReadRange(url, info.version, off, buf));
         EMBSTORE_RETURN_NOT_OK(file->WriteAt(off, buf));
         done += buf.size();

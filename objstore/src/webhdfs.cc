@@ -12,6 +12,7 @@
 #include <set>
 #include <thread>
 
+#include "datatransfer.h"
 #include "embstore/common/address.h"
 #include "http.h"
 #include "parts.h"
@@ -268,6 +269,22 @@ Result<HdfsConfig> HdfsConfigFromEnvironment(const GetEnv& getenv) {
     return Status::InvalidArgument("EMBSTORE_HDFS_HTTPS is '" + https + "': it must be 1 or 0");
   }
   c.ca_file = get("EMBSTORE_HDFS_CA_FILE");
+  if (const std::string bs = get("EMBSTORE_HDFS_BLOCK_SIZE"); !bs.empty()) {
+    std::uint64_t v = 0;
+    auto [p, ec] = std::from_chars(bs.data(), bs.data() + bs.size(), v);
+    if (ec != std::errc() || p != bs.data() + bs.size() || v == 0) {
+      return Status::InvalidArgument("EMBSTORE_HDFS_BLOCK_SIZE is '" + bs +
+                                     "': it must be a number of bytes");
+    }
+    c.block_size = v;
+  }
+  const std::string direct = get("EMBSTORE_HDFS_DIRECT_READS");
+  if (direct == "0" || direct == "false") {
+    c.direct_reads = false;
+  } else if (!direct.empty() && direct != "1" && direct != "true") {
+    return Status::InvalidArgument("EMBSTORE_HDFS_DIRECT_READS is '" + direct +
+                                   "': it must be 1 or 0");
+  }
   return c;
 }
 
@@ -277,7 +294,8 @@ Result<HdfsConfig> HdfsConfigFromEnvironment() {
 
 WebHdfsClient::WebHdfsClient(HdfsConfig config)
     : config_(std::move(config)),
-      http_(std::make_unique<internal::HttpClient>(HttpOptionsOf(config_))) {}
+      http_(std::make_unique<internal::HttpClient>(HttpOptionsOf(config_))),
+      client_name_("embstore-" + std::to_string(::getpid()) + "-" + RandomHex()) {}
 
 WebHdfsClient::~WebHdfsClient() = default;
 
@@ -353,15 +371,19 @@ Status WebHdfsClient::ReadRange(const ObjectUrl& url, const std::string& version
     return Status::InvalidArgument(url.ToString() + ": '" + version +
                                    "' is not an HDFS file version (an inode id)");
   }
+  if (config_.direct_reads && direct_ok_.load(std::memory_order_relaxed)) {
+    bool fall_back = false;
+    Status st = ReadDirect(url, version, offset, out, &fall_back);
+    if (st.ok()) {
+      direct_bytes_ += out.size();
+      return st;
+    }
+    if (!fall_back) return st;
+  }
   const std::string range =
       "[" + std::to_string(offset) + ", " + std::to_string(offset + out.size()) + ")";
   const std::string where = url.ToString() + ": OPEN bytes " + range;
-  auto replaced = [&](const Status& st) {
-    return Status::FailedPrecondition(url.ToString() +
-                                      " was replaced or deleted since it was "
-                                      "opened (inode " +
-                                      version + "): " + st.message());
-  };
+  auto replaced = [&](const Status& st) { return Replaced(url, version, st); };
   // The inode, not the path: a file renamed over the path cannot be read by mistake.
   const std::string inode_path = "/.reserved/.inodes/" + version;
   std::set<std::string> excluded;  // DataNodes that failed this read
@@ -386,7 +408,10 @@ Status WebHdfsClient::ReadRange(const ObjectUrl& url, const std::string& version
     nn.sink = out;  // an HttpFS gateway answers with the bytes itself
     nn.has_sink = true;
     EMBSTORE_ASSIGN_OR_RETURN(HttpResponse resp, Perform(std::move(nn)));
-    if (Ok(resp.status)) return Status::OK();
+    if (Ok(resp.status)) {
+      webhdfs_bytes_ += out.size();
+      return Status::OK();
+    }
     if (resp.status != 307 && resp.status != 302) {
       Status st = HdfsError(config_, where, resp.status, resp.body);
       return st.code() == StatusCode::kNotFound ? replaced(st) : st;
@@ -402,7 +427,10 @@ Status WebHdfsClient::ReadRange(const ObjectUrl& url, const std::string& version
     dn.has_sink = true;
     // One attempt per DataNode: a failed one is excluded and the NameNode asked again.
     Result<HttpResponse> data = Perform(dn, 1);
-    if (data.ok() && Ok(data->status)) return Status::OK();
+    if (data.ok() && Ok(data->status)) {
+      webhdfs_bytes_ += out.size();
+      return Status::OK();
+    }
     if (data.ok() && data->status < 500) {
       Status st = HdfsError(config_, dn.what, data->status, data->body);
       return st.code() == StatusCode::kNotFound ? replaced(st) : st;
@@ -414,6 +442,102 @@ Status WebHdfsClient::ReadRange(const ObjectUrl& url, const std::string& version
   return Status::Unavailable(where + ": gave up after " + std::to_string(config_.max_attempts) +
                              " attempts (DataNodes tried: " + std::to_string(excluded.size()) +
                              "): " + last.message());
+}
+
+Status WebHdfsClient::Replaced(const ObjectUrl& url, const std::string& version,
+                               const Status& st) const {
+  return Status::FailedPrecondition(url.ToString() +
+                                    " was replaced or deleted since it was opened "
+                                    "(inode " +
+                                    version + "): " + st.message());
+}
+
+Status WebHdfsClient::ReadDirect(const ObjectUrl& url, const std::string& version,
+                                 std::uint64_t offset, std::span<std::byte> out, bool* fall_back) {
+  *fall_back = true;
+  const std::uint64_t end = offset + out.size();
+  const std::string where =
+      url.ToString() + ": bytes [" + std::to_string(offset) + ", " + std::to_string(end) + ")";
+  internal::BlockReadOptions o;
+  o.client_name = client_name_;
+  o.io_timeout = config_.stall_timeout;
+  // A second round only after a DataNode refused a block token (it expired): the NameNode
+  // hands out new ones with the locations.
+  for (int round = 0; round < 2; ++round) {
+    HttpRequest r;
+    r.url =
+        NameNodeUrl(url, "/.reserved/.inodes/" + version, "GET_BLOCK_LOCATIONS",
+                    "offset=" + std::to_string(offset) + "&length=" + std::to_string(out.size()));
+    r.what = where + ": GET_BLOCK_LOCATIONS";
+    Result<HttpResponse> answer = Perform(r);
+    if (!answer.ok()) {
+      *fall_back = false;  // the NameNode is out of reach, whichever way the bytes would come
+      return answer.status();
+    }
+    const HttpResponse& resp = *answer;
+    if (!Ok(resp.status)) {
+      Status st = HdfsError(config_, r.what, resp.status, resp.body);
+      if (st.code() == StatusCode::kNotFound) {
+        *fall_back = false;
+        return Replaced(url, version, st);
+      }
+      return st;  // a gateway without GET_BLOCK_LOCATIONS, say: WebHDFS reads do the rest
+    }
+    EMBSTORE_ASSIGN_OR_RETURN(std::vector<internal::HdfsBlock> blocks,
+                              internal::ParseLocatedBlocks(r.what, resp.body));
+    bool token_refused = false;
+    std::uint64_t at = offset;  // the blocks must cover [offset, end) in order
+    for (const internal::HdfsBlock& block : blocks) {
+      if (at >= end) break;
+      if (block.file_offset + block.bytes <= at) continue;
+      if (block.file_offset > at) {
+        return Status::IOError(where + ": the NameNode gave no block for offset " +
+                               std::to_string(at));
+      }
+      const std::uint64_t e = std::min(end, block.file_offset + block.bytes);
+      Status last = Status::Unavailable(where + ": no DataNode holds block " +
+                                        std::to_string(block.block_id));
+      bool done = false, unreachable = true;
+      for (const std::string& dn : block.datanodes) {
+        internal::BlockReadFailure why;
+        last = internal::ReadBlock(url.ToString(), dn, block, at - block.file_offset,
+                                   out.subspan(at - offset, e - at), o, &why);
+        if (last.ok()) {
+          done = true;
+          break;
+        }
+        if (why == internal::BlockReadFailure::kNeedsSasl) {
+          // Every DataNode of this cluster wants it: read over WebHDFS from now on.
+          direct_ok_ = false;
+          return last;
+        }
+        if (why == internal::BlockReadFailure::kToken) token_refused = true;
+        if (last.message().find("cannot connect") == std::string::npos &&
+            last.message().find("timed out") == std::string::npos) {
+          unreachable = false;
+        }
+      }
+      if (!done) {
+        if (token_refused && round == 0) break;
+        if (unreachable && !block.datanodes.empty()) {
+          // No replica's transfer port answers while the NameNode does: a cluster whose
+          // DataNodes this host reaches only over HTTP (behind a gateway, a firewall).
+          direct_ok_ = false;
+        }
+        if (last.code() == StatusCode::kCorruption && block.datanodes.size() > 0) {
+          // Every replica failed its HDFS checksums; a read over WebHDFS would too.
+          *fall_back = false;
+        }
+        return last;
+      }
+      at = e;
+    }
+    if (at >= end) return Status::OK();
+    if (!token_refused) {
+      return Status::IOError(where + ": the NameNode's blocks end at " + std::to_string(at));
+    }
+  }
+  return Status::PermissionDenied(where + ": the DataNodes refused new block tokens too");
 }
 
 std::string WebHdfsClient::ExcludeName(const ObjectUrl& url, const std::string& path,
@@ -540,7 +664,11 @@ Result<std::string> WebHdfsClient::Upload(const std::string& path, const ObjectU
     const std::string where = url.ToString() + ": CREATE " + temp.ToString();
     HttpRequest create;
     create.method = "PUT";
-    create.url = NameNodeUrl(temp, "/" + temp.key, "CREATE", "overwrite=false");
+    create.url =
+        NameNodeUrl(temp, "/" + temp.key, "CREATE",
+                    "overwrite=false" + (config_.block_size > 0
+                                             ? "&blocksize=" + std::to_string(config_.block_size)
+                                             : std::string()));
     create.what = where;
     EMBSTORE_ASSIGN_OR_RETURN(HttpResponse resp, Perform(create));
     if (resp.status != 307 && resp.status != 302 && !Ok(resp.status)) {

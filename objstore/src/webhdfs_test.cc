@@ -38,7 +38,7 @@ std::string WriteLocal(const TempDir& dir, const std::string& name,
 
 std::string Message(const Status& st) { return st.ToString(); }
 
-TEST_F(HdfsServerTest, UploadStatReadListDelete) {
+TEST_F(HdfsServerTest, UploadStatListDelete) {
   WebHdfsClient hdfs(Config());
   TempDir dir("webhdfs");
   const auto data = Pattern(3 << 20, 1);
@@ -49,15 +49,6 @@ TEST_F(HdfsServerTest, UploadStatReadListDelete) {
   ASSERT_TRUE(st.ok()) << st.status().ToString();
   EXPECT_EQ(st->size, data.size());
   EXPECT_EQ(st->version, *version);
-
-  std::vector<std::byte> part(100000);
-  ASSERT_TRUE(hdfs.ReadRange(url, st->version, 12345, part).ok());
-  EXPECT_TRUE(std::equal(part.begin(), part.end(), data.begin() + 12345));
-  std::vector<std::byte> all(data.size());
-  ASSERT_TRUE(hdfs.ReadRange(url, st->version, 0, all).ok());
-  EXPECT_EQ(all, data);
-  std::vector<std::byte> past(10);
-  EXPECT_FALSE(hdfs.ReadRange(url, st->version, data.size() - 5, past).ok());
 
   ASSERT_TRUE(hdfs.Upload(WriteLocal(dir, "b", {}), Url("rw/with space/empty.emb"), {}).ok());
   ASSERT_TRUE(hdfs.MakeDirectories(Url("rw/with space/sub")).ok());
@@ -78,6 +69,56 @@ TEST_F(HdfsServerTest, UploadStatReadListDelete) {
   ASSERT_FALSE(gone.ok());
   EXPECT_EQ(gone.status().code(), StatusCode::kNotFound);
   EXPECT_TRUE(hdfs.Delete(url).ok());  // not there: fine
+}
+
+// The reads, both ways: straight from the DataNodes (the default) and over WebHDFS alone.
+class HdfsReadTest : public HdfsServerTest, public ::testing::WithParamInterface<bool> {
+ protected:
+  bool direct() const { return GetParam(); }
+  HdfsConfig ReadConfig() const {
+    HdfsConfig c = Config();
+    c.direct_reads = direct();
+    c.block_size = 1 << 20;  // files of several HDFS blocks: reads cross their boundaries
+    return c;
+  }
+  // The bytes went the way the test asked for, all of them.
+  void ExpectReadWay(const WebHdfsClient& hdfs) const {
+    if (direct()) {
+      EXPECT_GT(hdfs.direct_bytes(), 0u);
+      EXPECT_EQ(hdfs.webhdfs_bytes(), 0u);
+    } else {
+      EXPECT_EQ(hdfs.direct_bytes(), 0u);
+      EXPECT_GT(hdfs.webhdfs_bytes(), 0u);
+    }
+  }
+};
+INSTANTIATE_TEST_SUITE_P(Ways, HdfsReadTest, ::testing::Values(true, false),
+                         [](const auto& p) { return p.param ? "Direct" : "WebHdfs"; });
+
+TEST_P(HdfsReadTest, RangesAcrossBlocksOfOneVersion) {
+  WebHdfsClient hdfs(ReadConfig());
+  TempDir dir("webhdfs");
+  const auto data = Pattern((3 << 20) + 12345, 1);  // four HDFS blocks, the last one short
+  const ObjectUrl url = Url(std::string("read/") + (direct() ? "d" : "w") + "/t.emb");
+  ASSERT_TRUE(hdfs.Upload(WriteLocal(dir, "a", data), url, {}).ok());
+  auto st = hdfs.Stat(url);
+  ASSERT_TRUE(st.ok()) << st.status().ToString();
+  for (auto [off, len] :
+       std::vector<std::pair<std::uint64_t, std::uint64_t>>{{0, 1},
+                                                            {12345, 100000},
+                                                            {(1 << 20) - 7, 14},
+                                                            {1000, (2 << 20) + 999},
+                                                            {(3 << 20), 12345},
+                                                            {data.size() - 1, 1},
+                                                            {0, data.size()}}) {
+    std::vector<std::byte> part(len);
+    Status r = hdfs.ReadRange(url, st->version, off, part);
+    ASSERT_TRUE(r.ok()) << off << "+" << len << ": " << Message(r);
+    EXPECT_TRUE(std::equal(part.begin(), part.end(), data.begin() + off)) << off << "+" << len;
+  }
+  std::vector<std::byte> past(10);
+  EXPECT_FALSE(hdfs.ReadRange(url, st->version, data.size() - 5, past).ok());
+  ExpectReadWay(hdfs);
 }
 
 TEST_F(HdfsServerTest, ErrorsNameThePathAndTheException) {
@@ -110,10 +151,10 @@ TEST_F(HdfsServerTest, ErrorsNameThePathAndTheException) {
   EXPECT_EQ(hdfs.Stat(Url("denied/x.emb")).status().code(), StatusCode::kNotFound);
 }
 
-TEST_F(HdfsServerTest, AFileReplacedMidReadIsAnErrorNeverTheNewBytes) {
-  WebHdfsClient hdfs(Config());
+TEST_P(HdfsReadTest, AFileReplacedMidReadIsAnErrorNeverTheNewBytes) {
+  WebHdfsClient hdfs(ReadConfig());
   TempDir dir("webhdfs");
-  const ObjectUrl url = Url("replace/t.emb");
+  const ObjectUrl url = Url(std::string("replace/") + (direct() ? "d" : "w") + "/t.emb");
   const auto v1 = Pattern(1 << 20, 3), v2 = Pattern(1 << 20, 4);
   ASSERT_TRUE(hdfs.Upload(WriteLocal(dir, "v1", v1), url, {}).ok());
   auto opened = hdfs.Stat(url);
@@ -132,6 +173,7 @@ TEST_F(HdfsServerTest, AFileReplacedMidReadIsAnErrorNeverTheNewBytes) {
   // The new version reads whole.
   ASSERT_TRUE(hdfs.ReadRange(url, *replaced, 4096, part).ok());
   EXPECT_TRUE(std::equal(part.begin(), part.end(), v2.begin() + 4096));
+  ExpectReadWay(hdfs);
 }
 
 TEST_F(HdfsServerTest, ACancelledUploadLeavesTheOldFileAndNoTemporaryOne) {
@@ -156,10 +198,10 @@ TEST_F(HdfsServerTest, ACancelledUploadLeavesTheOldFileAndNoTemporaryOne) {
   ASSERT_EQ(list->size(), 1u) << (*list)[1].key;
 }
 
-TEST_F(HdfsServerTest, ADeadDataNodeIsReadAroundOnTheOtherReplica) {
-  WebHdfsClient hdfs(Config());
+TEST_P(HdfsReadTest, ADeadDataNodeIsReadAroundOnTheOtherReplica) {
+  WebHdfsClient hdfs(ReadConfig());
   TempDir dir("webhdfs");
-  const ObjectUrl url = Url("replicas/t.emb");
+  const ObjectUrl url = Url(std::string("replicas/") + (direct() ? "d" : "w") + "/t.emb");
   const auto data = Pattern(8 << 20, 7);
   ASSERT_TRUE(hdfs.Upload(WriteLocal(dir, "a", data), url, {}).ok());
   auto st = hdfs.Stat(url);
@@ -176,6 +218,7 @@ TEST_F(HdfsServerTest, ADeadDataNodeIsReadAroundOnTheOtherReplica) {
     }
     ASSERT_TRUE(Server().RestartDataNode(dead)) << "DataNode " << dead;
   }
+  ExpectReadWay(hdfs);
 }
 
 // A keyed f32 table.
@@ -198,11 +241,12 @@ std::string MakeTable(const TempDir& dir, const std::string& name, std::uint64_t
   return path;
 }
 
-TEST_F(HdfsServerTest, TablesRoundTripVerifiedAndACorruptOneIsNotPublished) {
-  WebHdfsClient hdfs(Config());
+TEST_P(HdfsReadTest, TablesRoundTripVerifiedAndACorruptOneIsNotPublished) {
+  WebHdfsClient hdfs(ReadConfig());
   TempDir dir("webhdfs");
   const std::string src = MakeTable(dir, "src.emb", 40000, 32);
-  const ObjectUrl url = Url("tables/round.emb");
+  const std::string way = direct() ? "d" : "w";
+  const ObjectUrl url = Url("tables/" + way + "/round.emb");
   TransferOptions o;
   o.part_bytes = 1 << 20;
   auto up = UploadFile(hdfs, src, url, o);
@@ -215,8 +259,8 @@ TEST_F(HdfsServerTest, TablesRoundTripVerifiedAndACorruptOneIsNotPublished) {
   std::string bytes = testkit::ReadFileOrEmpty(src);
   bytes[bytes.size() / 2] ^= 0x40;  // a row of the matrix
   std::ofstream(dir.File("bad.emb"), std::ios::binary) << bytes;
-  ASSERT_TRUE(hdfs.Upload(dir.File("bad.emb"), Url("tables/bad.emb"), {}).ok());
-  auto bad = DownloadTable(hdfs, Url("tables/bad.emb"), dir.File("bad-back.emb"));
+  ASSERT_TRUE(hdfs.Upload(dir.File("bad.emb"), Url("tables/" + way + "/bad.emb"), {}).ok());
+  auto bad = DownloadTable(hdfs, Url("tables/" + way + "/bad.emb"), dir.File("bad-back.emb"));
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kCorruption) << Message(bad.status());
   EXPECT_NE(Message(bad.status()).find("hdfs://"), std::string::npos);

@@ -229,6 +229,38 @@ def test_a_datanode_stopped_mid_pull_is_read_around(embstore_bin, make_table_bin
         assert out.read_bytes() == want
 
 
+def test_a_corrupt_replica_is_read_around_and_two_are_an_error(embstore_bin, make_table_bin,
+                                                               hdfs, tmp_path):
+    """A byte flipped in one replica's block file on a DataNode's disk: HDFS's own chunk CRCs
+    catch it as the bytes arrive, and the other replica is read, straight from the DataNodes and
+    over WebHDFS alike. Both replicas bad: an error naming the file, nothing published."""
+    path = write_table(make_table_bin, tmp_path / "t.emb", 50_000, 64, block_rows=1000)
+    want = path.read_bytes()
+    hdfs.put(path, "/corrupt/t.emb")
+    url = f"{hdfs.url}/corrupt/t.emb"
+    (block, replicas), = hdfs.block_files("/corrupt/t.emb").items()
+    assert len(replicas) == 2, replicas
+
+    def flip(replica):
+        with open(replica, "r+b") as f:
+            f.seek(len(want) // 2)
+            b = f.read(1)
+            f.seek(len(want) // 2)
+            f.write(bytes([b[0] ^ 0x20]))
+
+    flip(replicas[0])
+    for env in ({}, {"EMBSTORE_HDFS_DIRECT_READS": "0"}):
+        for i in range(2):  # either replica may come first
+            out = tmp_path / f"ok{i}.emb"
+            cli(embstore_bin, ["pull", "--from", url, "--out", out, "--force"], **env)
+            assert out.read_bytes() == want
+    flip(replicas[1])
+    bad = cli(embstore_bin, ["pull", "--from", url, "--out", tmp_path / "bad.emb"], check=False)
+    assert bad.returncode == 1 and url in bad.stderr, bad.stderr
+    assert "HDFS checksum mismatch" in bad.stderr, bad.stderr
+    assert not (tmp_path / "bad.emb").exists()
+
+
 def test_serve_from_hdfs_picks_up_a_replaced_table(embstore_bin, hdfs, tmp_path):
     import embstore
     a, want_a = _text(tmp_path, 4000, 16, 3)

@@ -1,6 +1,7 @@
-// WebHdfsClient: the ObjectStore of hdfs:// URLs, over Hadoop's WebHDFS REST API with libcurl: no
-// JVM, no libhdfs. Works against a NameNode's HTTP port and against HttpFS gateways (the same
-// API on one host; HttpFS serves data itself instead of redirecting to DataNodes).
+// WebHdfsClient: the ObjectStore of hdfs:// URLs, over Hadoop's WebHDFS REST API with libcurl,
+// and reads straight from the DataNodes with Hadoop's data transfer protocol where they can be
+// reached: no JVM, no libhdfs. Works against a NameNode's HTTP port and against HttpFS gateways
+// (the same API on one host; HttpFS serves data itself instead of redirecting to DataNodes).
 //
 //   hdfs://NAMENODE[:PORT]/PATH   PORT: the NameNode's HTTP port (dfs.namenode.http-address,
 //                                 9870 when not given), not its RPC port (8020).
@@ -8,12 +9,18 @@
 // Requests:
 //   Stat      GETFILESTATUS; the version is the file's inode id (fileId), which a file written
 //             again or renamed over gets anew.
-//   ReadRange OPEN of /.reserved/.inodes/ID with offset and length, following the NameNode's
-//             redirect to a DataNode: the bytes are always those of the version Stat saw, and a
-//             file replaced since is FailedPrecondition (the inode is gone), never a mix. A
-//             DataNode that cannot be reached or fails mid-read is excluded
-//             (excludedatanodes) and the read is asked of the NameNode again, which sends it to
-//             another replica.
+//   ReadRange straight from a DataNode where it can (datatransfer.h): GET_BLOCK_LOCATIONS of
+//             /.reserved/.inodes/ID for the range, then Hadoop's own READ_BLOCK operation on a
+//             DataNode's transfer port, every 512-byte chunk checked against its HDFS CRC, the
+//             next replica tried when one fails. Where that is not possible it reads over
+//             WebHDFS, and keeps to WebHDFS from then on when the reason is the cluster's (its
+//             DataNodes want SASL or encryption, or their transfer ports do not answer while
+//             the NameNode does): OPEN of /.reserved/.inodes/ID with offset and length,
+//             following the NameNode's redirect to a DataNode. Either way the bytes are those of
+//             the version Stat saw, by inode: a file replaced since is FailedPrecondition (the
+//             inode is gone), never a mix. A DataNode that cannot be reached or fails mid-read
+//             over WebHDFS is excluded (excludedatanodes) and the read asked of the NameNode
+//             again, which sends it to another replica.
 //   List      LISTSTATUS of the folder.
 //   Upload    CREATE of a temporary file next to the destination (".NAME.tmp-embstore-..."), the
 //             data streamed to the DataNode, then RENAME with OVERWRITE onto the destination: the
@@ -32,6 +39,7 @@
 #ifndef EMBSTORE_OBJSTORE_WEBHDFS_H_
 #define EMBSTORE_OBJSTORE_WEBHDFS_H_
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <memory>
@@ -61,6 +69,10 @@ struct HdfsConfig {
   bool kerberos = false;         // SPNEGO (libcurl's GSS-API, the process's ticket cache)
   bool https = false;            // https:// to the NameNode (swebhdfs)
   std::string ca_file;           // with https: a CA bundle other than the system's
+  // Reads straight from the DataNodes' transfer ports (see above); off: every read over WebHDFS.
+  bool direct_reads = true;
+  // The HDFS block size of files this client writes; 0: the cluster's (dfs.blocksize).
+  std::uint64_t block_size = 0;
   int max_attempts = 6;  // per request, for 5xx, retriable exceptions and connection failures
   std::chrono::milliseconds first_backoff{200};  // doubles per attempt, at most 5 s
   std::chrono::milliseconds connect_timeout{10000};
@@ -74,7 +86,11 @@ struct HdfsConfig {
 //   EMBSTORE_HDFS_AUTH      "simple" (default) or "kerberos"
 //   EMBSTORE_HDFS_HTTPS     1: the NameNode's HTTPS port (dfs.namenode.https-address)
 //   EMBSTORE_HDFS_CA_FILE   a CA bundle for HTTPS
-// InvalidArgument for an unknown EMBSTORE_HDFS_AUTH.
+//   EMBSTORE_HDFS_DIRECT_READS   0: every read over WebHDFS, never straight from DataNodes
+//   EMBSTORE_HDFS_BLOCK_SIZE     bytes: the HDFS block size of files written (default: the
+//                                cluster's)
+// InvalidArgument for a malformed value; FailedPrecondition for EMBSTORE_HDFS_AUTH=kerberos where
+// libcurl has no GSS-API.
 Result<HdfsConfig> HdfsConfigFromEnvironment(const GetEnv& getenv);
 Result<HdfsConfig> HdfsConfigFromEnvironment();
 
@@ -95,6 +111,10 @@ class WebHdfsClient final : public ObjectStore {
                              const TransferOptions& options) override;
   Status Delete(const ObjectUrl& url) override;
 
+  // Bytes ReadRange brought straight from DataNodes, and over WebHDFS, so far.
+  std::uint64_t direct_bytes() const { return direct_bytes_.load(); }
+  std::uint64_t webhdfs_bytes() const { return webhdfs_bytes_.load(); }
+
   // MKDIRS of the folder (and its parents); an existing folder is not an error.
   Status MakeDirectories(const ObjectUrl& url);
   // RENAME of `from` onto `to` (same authority), replacing `to` when `overwrite`.
@@ -112,8 +132,18 @@ class WebHdfsClient final : public ObjectStore {
   std::string ExcludeName(const ObjectUrl& url, const std::string& path, std::uint64_t offset,
                           std::uint64_t length, const std::string& http_authority);
 
+  // ReadRange straight from the DataNodes. *fall_back: the range may still be read over WebHDFS
+  // (the DataNodes want SASL, cannot be reached, or the gateway has no block locations).
+  Status ReadDirect(const ObjectUrl& url, const std::string& version, std::uint64_t offset,
+                    std::span<std::byte> out, bool* fall_back);
+  // FailedPrecondition: the file of inode `version` is gone (`st` says how that showed).
+  Status Replaced(const ObjectUrl& url, const std::string& version, const Status& st) const;
+
   HdfsConfig config_;
   std::unique_ptr<internal::HttpClient> http_;
+  std::string client_name_;            // for the DataNodes' logs
+  std::atomic<bool> direct_ok_{true};  // false once direct reads proved impossible here
+  std::atomic<std::uint64_t> direct_bytes_{0}, webhdfs_bytes_{0};
 };
 
 // What a WebHDFS error answer says: RemoteException's exception and message, exposed for tests.

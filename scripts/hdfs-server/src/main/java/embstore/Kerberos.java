@@ -90,6 +90,9 @@ final class Kerberos {
     conf.set("hadoop.http.authentication.kerberos.keytab", svc);
     conf.setBoolean("dfs.block.access.token.enable", true);
     conf.setBoolean("ignore.secure.ports.for.testing", true);
+    // SASL on the DataNodes' transfer ports, as clusters on unprivileged ports run: clients
+    // that cannot speak it read over WebHDFS.
+    conf.set("dfs.data.transfer.protection", "authentication");
     UserGroupInformation.setConfiguration(conf);
     KerberosName.resetDefaultRealm();
   }
