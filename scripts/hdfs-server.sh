@@ -3,7 +3,7 @@
 # DataNodes, replication 2, permissions checked) with its data under DIR and WebHDFS on
 # http://127.0.0.1:PORT/webhdfs/v1/ (Apache Hadoop 3.4.1, Apache-2.0).
 #
-# Usage: scripts/hdfs-server.sh [--kerberos] DIR PORT
+# Usage: scripts/hdfs-server.sh [--kerberos [--sasl]] DIR PORT
 #        scripts/hdfs-server.sh --build    builds the server if needed, prints its path, exits
 #        scripts/hdfs-server.sh --where    prints the server's path; exit status 3 when not built
 #   DIR    the data: formatted when DIR is new or empty, reused with its files when an earlier
@@ -17,7 +17,9 @@
 #          then hdfs; the user running this script owns "/". DIR/kdc/krb5.conf (for
 #          KRB5_CONFIG) and DIR/kdc/user.keytab (principals USER and embstore-stranger) are
 #          for clients: KRB5_CONFIG=DIR/kdc/krb5.conf kinit -kt DIR/kdc/user.keytab USER. The
-#          DataNodes run on unprivileged ports without SASL (Hadoop's test setting).
+#          DataNodes run on unprivileged ports (Hadoop's test setting) and take block access
+#          tokens; with --sasl they also want SASL on their transfer ports
+#          (dfs.data.transfer.protection=authentication).
 #   HDFS_SERVER_LOG_LEVEL   Hadoop's log level, on stderr (default WARN, minus known noise)
 #   HDFS_SERVER_JAVA_OPTS   more JVM options
 #
@@ -65,6 +67,10 @@ kerberos=()
 if [[ ${1:-} == --kerberos ]]; then
   kerberos=(--kerberos)
   shift
+  if [[ ${1:-} == --sasl ]]; then
+    kerberos+=(--sasl)
+    shift
+  fi
 fi
 if [[ ${1:-} == --where && $# -eq 1 ]]; then
   MODE=where

@@ -74,23 +74,16 @@ run "build (dev preset)" bash scripts/build.sh dev
 built=0
 step_ok && built=1
 
-s3_server() {
+# background_step PID LOG: waits for a build started in the background, prints its log.
+background_step() {
   local rc=0
-  wait "$s3_pid" || rc=$?
-  cat "$s3_log"
-  rm -f "$s3_log"
+  wait "$1" || rc=$?
+  cat "$2"
+  rm -f "$2"
   return $rc
 }
-run "S3 test server" s3_server
-
-hdfs_server() {
-  local rc=0
-  wait "$hdfs_pid" || rc=$?
-  cat "$hdfs_log"
-  rm -f "$hdfs_log"
-  return $rc
-}
-run "HDFS test cluster" hdfs_server
+run "S3 test server" background_step "$s3_pid" "$s3_log"
+run "HDFS test cluster" background_step "$hdfs_pid" "$hdfs_log"
 
 if ((built)); then
   run "ctest" ctest --preset dev

@@ -99,9 +99,10 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def hdfs_server(data_dir, timeout=240, kerberos=False):
+def hdfs_server(data_dir, timeout=240, kerberos=False, sasl=False):
     """Starts the cluster with its data in `data_dir` (kerberized with `kerberos`: SPNEGO,
-    delegation tokens, a MiniKdc); yields a Cluster. Stopped on exit."""
+    delegation and block tokens, a MiniKdc; with `sasl` too, DataNodes that want SASL on their
+    transfer ports); yields a Cluster. Stopped on exit."""
     for _ in range(5):
         port = random.randint(20000, 45000)
         if not (_port_free(port) and _port_free(port + 1)):
@@ -109,8 +110,8 @@ def hdfs_server(data_dir, timeout=240, kerberos=False):
         # Its log goes to a file: a pipe nobody reads would stall the cluster once full.
         log = tempfile.TemporaryFile(mode="w+")
         ready = tempfile.TemporaryFile(mode="w+")
-        proc = subprocess.Popen(["bash", str(SCRIPT)] + (["--kerberos"] if kerberos else [])
-                                + [str(data_dir), str(port)],
+        flags = (["--kerberos"] if kerberos else []) + (["--sasl"] if sasl else [])
+        proc = subprocess.Popen(["bash", str(SCRIPT)] + flags + [str(data_dir), str(port)],
                                 stdout=ready, stderr=log, text=True)
         deadline = time.monotonic() + timeout
         up = False

@@ -111,6 +111,14 @@ class ObjectSource final : public RowSource {
   }
 
  private:
+  // `st`, or for a FailedPrecondition from the store (the object was replaced since it was
+  // opened) the message that says what to do.
+  Status Replaced(const Status& st) const {
+    if (st.code() != StatusCode::kFailedPrecondition) return st;
+    return Status::FailedPrecondition(location_ + " was replaced since it was opened (version " +
+                                      version_ + "); open it again to read the new version");
+  }
+
   // Errors of the local copy name the object instead.
   Status Named(const Status& st) const {
     if (st.ok()) return st;
@@ -231,14 +239,7 @@ class ObjectSource final : public RowSource {
     for (int i = 1; i < n; ++i) threads.emplace_back(work, false);
     work(true);
     for (auto& th : threads) th.join();
-    if (!first_error.ok()) {
-      if (first_error.code() == StatusCode::kFailedPrecondition) {
-        return Status::FailedPrecondition(location_ +
-                                          " was replaced since it was opened (version " + version_ +
-                                          "); open it again to read the new version");
-      }
-      return first_error;
-    }
+    if (!first_error.ok()) return Replaced(first_error);
     stats.wire_bytes += (mid_end - mid_begin) * rb;
     if (Status st = through_copy(mid_end, end, (mid_end - begin) * rb); !st.ok()) return st;
     if (options.progress && !options.progress(total, total)) {
@@ -308,14 +309,7 @@ class ObjectSource final : public RowSource {
     for (int i = 1; i < n; ++i) threads.emplace_back(work);
     work();
     for (auto& th : threads) th.join();
-    if (!first_error.ok()) {
-      if (first_error.code() == StatusCode::kFailedPrecondition) {
-        return Status::FailedPrecondition(location_ +
-                                          " was replaced since it was opened (version " + version_ +
-                                          "); open it again to read the new version");
-      }
-      return first_error;
-    }
+    if (!first_error.ok()) return Replaced(first_error);
     for (std::uint64_t b = b0; b < b1; ++b) present_[b] = true;
     std::uint64_t bytes = 0;
     for (const Piece& p : pieces) bytes += p.len;

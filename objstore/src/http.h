@@ -31,6 +31,17 @@ struct HttpOptions {
   std::chrono::seconds stall_timeout{30};
 };
 
+// The HttpOptions of a store's configuration (S3Config, HdfsConfig): the fields of the same names.
+template <typename StoreConfig>
+HttpOptions HttpOptionsOf(const StoreConfig& c) {
+  HttpOptions o;
+  o.max_attempts = c.max_attempts;
+  o.first_backoff = c.first_backoff;
+  o.connect_timeout = c.connect_timeout;
+  o.stall_timeout = c.stall_timeout;
+  return o;
+}
+
 struct HttpRequest {
   std::string method = "GET";        // GET, HEAD, PUT, POST, DELETE
   std::string url;                   // complete and encoded

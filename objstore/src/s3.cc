@@ -45,15 +45,6 @@ bool ValidBucket(std::string_view b) {
   return true;
 }
 
-internal::HttpOptions HttpOptionsOf(const S3Config& c) {
-  internal::HttpOptions o;
-  o.max_attempts = c.max_attempts;
-  o.first_backoff = c.first_backoff;
-  o.connect_timeout = c.connect_timeout;
-  o.stall_timeout = c.stall_timeout;
-  return o;
-}
-
 }  // namespace
 
 bool IsS3Url(std::string_view s) { return s.rfind("s3://", 0) == 0; }
@@ -147,7 +138,7 @@ std::string CompleteMultipartUploadBody(const std::vector<std::string>& part_eta
 
 S3Client::S3Client(S3Config config)
     : config_(std::move(config)),
-      http_(std::make_unique<internal::HttpClient>(HttpOptionsOf(config_))) {}
+      http_(std::make_unique<internal::HttpClient>(internal::HttpOptionsOf(config_))) {}
 
 S3Client::~S3Client() = default;
 

@@ -87,7 +87,8 @@ Result<S3Config> S3ConfigFromEnvironment(const GetEnv& getenv) {
   if (c.access_key.empty() != c.secret_key.empty()) {
     return Status::InvalidArgument(
         "S3 credentials are half given: set both AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY "
-        "(or both keys of profile '" + profile + "' in " + creds_path + ")");
+        "(or both keys of profile '" +
+        profile + "' in " + creds_path + ")");
   }
   if (!region.empty()) c.region = region;
   if (endpoint.empty()) {

@@ -13,6 +13,7 @@
 #include "embstore/store/writer.h"
 #include "embstore/testkit/s3_test_fixture.h"
 #include "embstore/testkit/temp_dir.h"
+#include "test_tables.h"
 
 namespace embstore::objstore {
 namespace {
@@ -30,31 +31,13 @@ class TransferTest : public S3ServerTest {
     s3_ = std::make_unique<S3Client>(Config());
     ASSERT_TRUE(s3_->CreateBucket("tables").ok());
   }
-  // A keyed f32 table of `rows` x `dim` with values depending on `seed`.
-  static std::string MakeTable(const TempDir& dir, const std::string& name, std::uint64_t rows,
-                               std::uint64_t dim, float seed) {
-    store::WriterOptions wo;
-    wo.dim = dim;
-    wo.with_keys = true;
-    wo.block_rows = 1000;
-    const std::string path = dir.File(name);
-    auto w = store::TableWriter::Create(path, wo);
-    EXPECT_TRUE(w.ok()) << w.status().ToString();
-    std::vector<float> row(dim);
-    for (std::uint64_t r = 0; r < rows; ++r) {
-      for (std::uint64_t c = 0; c < dim; ++c) row[c] = seed + static_cast<float>(r * dim + c);
-      EXPECT_TRUE((*w)->AppendRows(std::as_bytes(std::span<const float>(row))).ok());
-      EXPECT_TRUE((*w)->AppendKey("k" + std::to_string(r)).ok());
-    }
-    EXPECT_TRUE((*w)->Finish().ok());
-    return path;
-  }
   std::unique_ptr<S3Client> s3_;
 };
 
 TEST_F(TransferTest, UploadThenDownloadIsBitIdentical) {
   TempDir dir("xfer");
-  const std::string src = MakeTable(dir, "src.emb", 60000, 64, 0.5f);  // ~15 MiB, several parts
+  const std::string src =
+      testing::MakeKeyedTable(dir, "src.emb", 60000, 64, 0.5f);  // ~15 MiB, several parts
   const ObjectUrl url{"s3", "tables", "round/trip.emb"};
   TransferOptions o;
   o.part_bytes = 5 << 20;
@@ -80,7 +63,7 @@ TEST_F(TransferTest, UploadThenDownloadIsBitIdentical) {
 
 TEST_F(TransferTest, CorruptObjectIsNeverPublished) {
   TempDir dir("xfer");
-  const std::string src = MakeTable(dir, "src.emb", 5000, 16, 1.0f);
+  const std::string src = testing::MakeKeyedTable(dir, "src.emb", 5000, 16, 1.0f);
   std::string bytes = ReadFileOrEmpty(src);
   bytes[bytes.size() - 100] ^= 0x01;  // a flipped bit in the keys or the last rows
   bytes[bytes.size() / 2] ^= 0x40;    // and one in the rows
@@ -111,8 +94,8 @@ TEST_F(TransferTest, MissingObjectIsNotFound) {
 
 TEST_F(TransferTest, ReplacedObjectFailsTheDownload) {
   TempDir dir("xfer");
-  const std::string a = MakeTable(dir, "a.emb", 80000, 64, 1.0f);
-  const std::string b = MakeTable(dir, "b.emb", 100, 64, 2.0f);
+  const std::string a = testing::MakeKeyedTable(dir, "a.emb", 80000, 64, 1.0f);
+  const std::string b = testing::MakeKeyedTable(dir, "b.emb", 100, 64, 2.0f);
   const ObjectUrl url{"s3", "tables", "replaced.emb"};
   ASSERT_TRUE(UploadFile(*s3_, a, url).ok());
   TransferOptions o;
@@ -135,8 +118,9 @@ TEST_F(TransferTest, ReplacedObjectFailsTheDownload) {
 
 TEST_F(TransferTest, UploadReplacesAtomically) {
   TempDir dir("xfer");
-  const std::string a = MakeTable(dir, "a.emb", 3000, 64, 1.0f);
-  const std::string b = MakeTable(dir, "b.emb", 30000, 256, 2.0f);  // 6 parts of 5 MiB
+  const std::string a = testing::MakeKeyedTable(dir, "a.emb", 3000, 64, 1.0f);
+  const std::string b =
+      testing::MakeKeyedTable(dir, "b.emb", 30000, 256, 2.0f);  // 6 parts of 5 MiB
   const ObjectUrl url{"s3", "tables", "atomic.emb"};
   ASSERT_TRUE(UploadFile(*s3_, a, url).ok());
   // A failed upload (cancelled half way) leaves the old object as it was.
@@ -154,7 +138,7 @@ TEST_F(TransferTest, UploadReplacesAtomically) {
 // Last: the store takes a while to settle after the restart.
 TEST_F(TransferTest, StoreRestartMidDownloadResumes) {
   TempDir dir("xfer");
-  const std::string src = MakeTable(dir, "src.emb", 80000, 64, 3.0f);  // ~20 MiB
+  const std::string src = testing::MakeKeyedTable(dir, "src.emb", 80000, 64, 3.0f);  // ~20 MiB
   const ObjectUrl url{"s3", "tables", "restart.emb"};
   ASSERT_TRUE(UploadFile(*s3_, src, url).ok());
   S3Config c = Config();

@@ -32,15 +32,6 @@ constexpr std::string_view kScheme = "hdfs://";
 // times slower than with 1 MiB (measured on a MiniDFSCluster; bench/harness/phases/hdfs.py).
 constexpr std::uint64_t kReadBufferBytes = 1 << 20;
 
-internal::HttpOptions HttpOptionsOf(const HdfsConfig& c) {
-  internal::HttpOptions o;
-  o.max_attempts = c.max_attempts;
-  o.first_backoff = c.first_backoff;
-  o.connect_timeout = c.connect_timeout;
-  o.stall_timeout = c.stall_timeout;
-  return o;
-}
-
 bool Ok(long status) { return status >= 200 && status < 300; }
 
 // Exceptions the NameNode throws for a state that passes: a standby or restarting NameNode, safe
@@ -294,7 +285,7 @@ Result<HdfsConfig> HdfsConfigFromEnvironment() {
 
 WebHdfsClient::WebHdfsClient(HdfsConfig config)
     : config_(std::move(config)),
-      http_(std::make_unique<internal::HttpClient>(HttpOptionsOf(config_))),
+      http_(std::make_unique<internal::HttpClient>(internal::HttpOptionsOf(config_))),
       client_name_("embstore-" + std::to_string(::getpid()) + "-" + RandomHex()) {}
 
 WebHdfsClient::~WebHdfsClient() = default;

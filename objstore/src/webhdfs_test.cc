@@ -14,6 +14,7 @@
 #include "embstore/store/writer.h"
 #include "embstore/testkit/hdfs_test_fixture.h"
 #include "embstore/testkit/temp_dir.h"
+#include "test_tables.h"
 
 namespace embstore::objstore {
 namespace {
@@ -221,30 +222,10 @@ TEST_P(HdfsReadTest, ADeadDataNodeIsReadAroundOnTheOtherReplica) {
   ExpectReadWay(hdfs);
 }
 
-// A keyed f32 table.
-std::string MakeTable(const TempDir& dir, const std::string& name, std::uint64_t rows,
-                      std::uint64_t dim) {
-  store::WriterOptions wo;
-  wo.dim = dim;
-  wo.with_keys = true;
-  wo.block_rows = 1000;
-  const std::string path = dir.File(name);
-  auto w = store::TableWriter::Create(path, wo);
-  EXPECT_TRUE(w.ok()) << w.status().ToString();
-  std::vector<float> row(dim);
-  for (std::uint64_t r = 0; r < rows; ++r) {
-    for (std::uint64_t c = 0; c < dim; ++c) row[c] = static_cast<float>(r * dim + c);
-    EXPECT_TRUE((*w)->AppendRows(std::as_bytes(std::span<const float>(row))).ok());
-    EXPECT_TRUE((*w)->AppendKey("k" + std::to_string(r)).ok());
-  }
-  EXPECT_TRUE((*w)->Finish().ok());
-  return path;
-}
-
 TEST_P(HdfsReadTest, TablesRoundTripVerifiedAndACorruptOneIsNotPublished) {
   WebHdfsClient hdfs(ReadConfig());
   TempDir dir("webhdfs");
-  const std::string src = MakeTable(dir, "src.emb", 40000, 32);
+  const std::string src = testing::MakeKeyedTable(dir, "src.emb", 40000, 32);
   const std::string way = direct() ? "d" : "w";
   const ObjectUrl url = Url("tables/" + way + "/round.emb");
   TransferOptions o;

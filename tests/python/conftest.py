@@ -75,6 +75,16 @@ def flip_bits(path, offset, mask=0x10):
         f.write(bytes([b[0] ^ mask]))
 
 
+def savetxt_matrix(tmp_path, rows, dim, seed):
+    """A random rows x dim matrix written with np.savetxt('%.8g') to tmp_path/m<seed>.txt;
+    returns (the path, the matrix as np.loadtxt reads it back: what convert must give)."""
+    import numpy as np
+    m = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
+    path = tmp_path / f"m{seed}.txt"
+    np.savetxt(path, m, fmt="%.8g")
+    return path, np.loadtxt(path, dtype=np.float32)
+
+
 def write_table(make_table_bin, path, rows, dim, dtype="f32", keys=False, block_rows=0):
     """Writes a table of known values (expected_matrix) at `path`; keys are "k<row>"."""
     cmd = [str(make_table_bin), str(path), "--rows", str(rows), "--dim", str(dim), "--dtype", dtype,

@@ -16,34 +16,39 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import ROOT, expected_matrix, wait_for_table, write_table
+from conftest import (ROOT, expected_matrix, flip_bits, savetxt_matrix, wait_for_table,
+                      write_table)
 
 sys.path.insert(0, str(ROOT / "bench"))
 from harness.hdfs_server import built as hdfs_built, hdfs_server  # noqa: E402
 
 
-@pytest.fixture(scope="module")
-def hdfs(tmp_path_factory):
+def _require_cluster():
+    """Skips the test when the cluster is not built, or fails it under EMBSTORE_REQUIRE_HDFS=1."""
     ok, why = hdfs_built()
     if not ok:
         why = f"HDFS test cluster not built: {why} (bash scripts/hdfs-server.sh --build)"
         if os.environ.get("EMBSTORE_REQUIRE_HDFS") == "1":
             pytest.fail(why)
         pytest.skip(why)
+
+
+@pytest.fixture(scope="module")
+def hdfs(tmp_path_factory):
+    _require_cluster()
     with hdfs_server(tmp_path_factory.mktemp("hdfsdata") / "data") as cluster:
         yield cluster
 
 
-@pytest.fixture(scope="module")
-def hdfs_kerberos(tmp_path_factory):
-    """A second, kerberized cluster: SPNEGO on WebHDFS, a MiniKdc, delegation tokens."""
-    ok, why = hdfs_built()
-    if not ok:
-        why = f"HDFS test cluster not built: {why} (bash scripts/hdfs-server.sh --build)"
-        if os.environ.get("EMBSTORE_REQUIRE_HDFS") == "1":
-            pytest.fail(why)
-        pytest.skip(why)
-    with hdfs_server(tmp_path_factory.mktemp("hdfskrb") / "data", kerberos=True) as cluster:
+@pytest.fixture(scope="module", params=["block-tokens", "sasl"])
+def hdfs_kerberos(request, tmp_path_factory):
+    """A kerberized cluster: SPNEGO on WebHDFS, a MiniKdc, delegation and block access tokens.
+    Its DataNodes take reads straight from embstore with the block tokens the NameNode hands
+    out; or ("sasl") they want SASL on their transfer ports, which embstore does not speak, so
+    its reads go over WebHDFS."""
+    _require_cluster()
+    with hdfs_server(tmp_path_factory.mktemp("hdfskrb") / "data", kerberos=True,
+                     sasl=request.param == "sasl") as cluster:
         yield cluster
 
 
@@ -55,15 +60,8 @@ def cli(embstore_bin, args, check=True, **env):
     return p
 
 
-def _text(tmp_path, rows, dim, seed):
-    m = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
-    path = tmp_path / f"m{seed}.txt"
-    np.savetxt(path, m, fmt="%.8g")
-    return path, np.loadtxt(path, dtype=np.float32)
-
-
 def test_convert_into_hdfs_then_every_reader(embstore_bin, hdfs, tmp_path):
-    text, want = _text(tmp_path, 3000, 32, 1)
+    text, want = savetxt_matrix(tmp_path, 3000, 32, 1)
     url = f"{hdfs.url}/round/m1.emb"
     out = cli(embstore_bin, ["convert", text, url])
     assert url in out.stdout
@@ -174,7 +172,7 @@ def test_errors_name_the_path_and_the_exception(embstore_bin, hdfs, tmp_path):
     assert missing.returncode == 1
     assert f"{hdfs.url}/no/such.emb" in missing.stderr
     assert "FileNotFoundException" in missing.stderr
-    text, _ = _text(tmp_path, 10, 4, 2)
+    text, _ = savetxt_matrix(tmp_path, 10, 4, 2)
     folder = cli(embstore_bin, ["convert", text, f"{hdfs.url}/dir/"], check=False)
     assert folder.returncode == 2 and "names a folder" in folder.stderr
     denied = cli(embstore_bin, ["convert", text, f"{hdfs.url}/denied/x.emb"], check=False,
@@ -241,20 +239,13 @@ def test_a_corrupt_replica_is_read_around_and_two_are_an_error(embstore_bin, mak
     (block, replicas), = hdfs.block_files("/corrupt/t.emb").items()
     assert len(replicas) == 2, replicas
 
-    def flip(replica):
-        with open(replica, "r+b") as f:
-            f.seek(len(want) // 2)
-            b = f.read(1)
-            f.seek(len(want) // 2)
-            f.write(bytes([b[0] ^ 0x20]))
-
-    flip(replicas[0])
+    flip_bits(replicas[0], len(want) // 2)
     for env in ({}, {"EMBSTORE_HDFS_DIRECT_READS": "0"}):
         for i in range(2):  # either replica may come first
             out = tmp_path / f"ok{i}.emb"
             cli(embstore_bin, ["pull", "--from", url, "--out", out, "--force"], **env)
             assert out.read_bytes() == want
-    flip(replicas[1])
+    flip_bits(replicas[1], len(want) // 2)
     bad = cli(embstore_bin, ["pull", "--from", url, "--out", tmp_path / "bad.emb"], check=False)
     assert bad.returncode == 1 and url in bad.stderr, bad.stderr
     assert "HDFS checksum mismatch" in bad.stderr, bad.stderr
@@ -263,8 +254,8 @@ def test_a_corrupt_replica_is_read_around_and_two_are_an_error(embstore_bin, mak
 
 def test_serve_from_hdfs_picks_up_a_replaced_table(embstore_bin, hdfs, tmp_path):
     import embstore
-    a, want_a = _text(tmp_path, 4000, 16, 3)
-    b, want_b = _text(tmp_path, 4000, 16, 4)
+    a, want_a = savetxt_matrix(tmp_path, 4000, 16, 3)
+    b, want_b = savetxt_matrix(tmp_path, 4000, 16, 4)
     store = f"{hdfs.url}/serving/"
     cli(embstore_bin, ["convert", a, store + "items.emb"])
     cache = tmp_path / "cache"
@@ -302,7 +293,7 @@ def test_kerberos_spnego_and_delegation_tokens(embstore_bin, hdfs_kerberos, tmp_
     k = hdfs_kerberos.kerberos
     env = {"KRB5_CONFIG": k["krb5_conf"], "KRB5CCNAME": f"FILE:{tmp_path}/ccache"}
     krb = dict(env, EMBSTORE_HDFS_AUTH="kerberos")
-    text, want = _text(tmp_path, 4000, 16, 7)
+    text, want = savetxt_matrix(tmp_path, 4000, 16, 7)
     url = f"{hdfs_kerberos.url}/secure/m.emb"
 
     simple = cli(embstore_bin, ["convert", text, url], check=False, **env)

@@ -14,7 +14,7 @@ import time
 import numpy as np
 import pytest
 
-from conftest import ROOT, expected_matrix, wait_for_table, write_table
+from conftest import ROOT, expected_matrix, savetxt_matrix, wait_for_table, write_table
 
 sys.path.insert(0, str(ROOT / "bench"))
 from harness.s3_server import built as s3_server_built, s3_server  # noqa: E402
@@ -70,15 +70,8 @@ def table(make_table_bin, tmp_path):
                        block_rows=500)
 
 
-def _text(tmp_path, rows, dim, seed):
-    m = np.random.default_rng(seed).standard_normal((rows, dim)).astype(np.float32)
-    path = tmp_path / f"m{seed}.txt"
-    np.savetxt(path, m, fmt="%.8g")
-    return path, np.loadtxt(path, dtype=np.float32)
-
-
 def test_convert_to_a_bucket_then_every_reader(embstore_bin, s3, tmp_path):
-    text, want = _text(tmp_path, 3000, 32, 1)
+    text, want = savetxt_matrix(tmp_path, 3000, 32, 1)
     url = "s3://tables/round/m1.emb"
     out = cli(embstore_bin, ["convert", text, url], s3)
     assert url in out.stdout
@@ -134,7 +127,7 @@ def test_errors_name_the_object(embstore_bin, s3, tmp_path):
     missing = cli(embstore_bin, ["inspect", "s3://tables/no/such.emb"], s3, check=False)
     assert missing.returncode == 1
     assert "s3://tables/no/such.emb" in missing.stderr and "no such object" in missing.stderr
-    text, _ = _text(tmp_path, 10, 4, 2)
+    text, _ = savetxt_matrix(tmp_path, 10, 4, 2)
     cli(embstore_bin, ["convert", text, "s3://tables/creds.emb"], s3)
     wrong = cli(embstore_bin, ["inspect", "s3://tables/creds.emb"], s3, check=False,
                 AWS_SECRET_ACCESS_KEY="wrong")
@@ -151,8 +144,8 @@ def test_errors_name_the_object(embstore_bin, s3, tmp_path):
 
 def test_serve_from_a_bucket_picks_up_replaced_objects(embstore_bin, s3, tmp_path):
     import embstore
-    a, want_a = _text(tmp_path, 4000, 16, 3)
-    b, want_b = _text(tmp_path, 4000, 16, 4)
+    a, want_a = savetxt_matrix(tmp_path, 4000, 16, 3)
+    b, want_b = savetxt_matrix(tmp_path, 4000, 16, 4)
     cli(embstore_bin, ["convert", a, "s3://tables/serving/items.emb"], s3)
     cache = tmp_path / "cache"
     port = random.randint(45001, 55000)
@@ -247,7 +240,7 @@ def test_python_load_fetches_only_the_blocks_it_reads(s3, make_table_bin, tmp_pa
 
 
 def test_usage_errors_name_the_argument(embstore_bin, s3, tmp_path):
-    text, _ = _text(tmp_path, 10, 4, 6)
+    text, _ = savetxt_matrix(tmp_path, 10, 4, 6)
     serve = cli(embstore_bin, ["serve", "--store", "s3://tables/serving", "--listen",
                                "127.0.0.1:0"], s3, check=False)
     assert serve.returncode == 2 and "needs --cache DIR" in serve.stderr  # a usage error

@@ -182,18 +182,27 @@ def _distributed(distributed):
     return rows
 
 
-def _object_store(store):
-    """embstore pull against the best other downloader of the same object."""
-    c = store["contenders"]
-    mine = get_nested(c, "embstore pull", "seconds")
-    others = {k: v["seconds"] for k, v in c.items() if k != "embstore pull" and v.get("seconds")}
+def _pull_against(area, where, contenders):
+    """Rows of `embstore pull` against each other downloader of the same table from `where`, and
+    against the best of them (target: at least as fast)."""
+    mine = get_nested(contenders, "embstore pull", "seconds")
+    others = {k: v["seconds"] for k, v in contenders.items()
+              if k != "embstore pull" and v.get("seconds")}
     if not mine or not others:
         return []
-    rows = [("object store", f"seed table from S3: {k} time / embstore pull", t / mine, "")
+    rows = [(area, f"seed table from {where}: {k} time / embstore pull", t / mine, "")
             for k, t in others.items()]
     best = min(others, key=others.get)
-    rows.append(("object store", f"seed table from S3: best other ({best}) time / embstore pull",
+    rows.append((area, f"seed table from {where}: best other ({best}) time / embstore pull",
                  others[best] / mine, "target >= 1.00 (ratio)"))
+    return rows
+
+
+def _object_store(store):
+    """embstore pull against the best other downloader of the same object."""
+    rows = _pull_against("object store", "S3", store["contenders"])
+    if not rows:
+        return []
     partial = store.get("partial")
     if partial and partial.get("transferred_bytes"):
         rows.append(("object store", f"export s3://.../seed.emb --rows 0:{partial['rows']}: "
@@ -205,16 +214,9 @@ def _object_store(store):
 
 def _hdfs(hdfs):
     """embstore pull against the best other reader of the same HDFS file, and the loads."""
-    downloads = {k: v for k, v in hdfs["downloads"].items() if v.get("seconds")}
-    mine = get_nested(downloads, "embstore pull", "seconds")
-    others = {k: v["seconds"] for k, v in downloads.items() if k != "embstore pull"}
-    if not mine or not others:
+    rows = _pull_against("hdfs", "HDFS", hdfs["downloads"])
+    if not rows:
         return []
-    rows = [("hdfs", f"seed table from HDFS: {k} time / embstore pull", t / mine, "")
-            for k, t in others.items()]
-    best = min(others, key=others.get)
-    rows.append(("hdfs", f"seed table from HDFS: best other ({best}) time / embstore pull",
-                 others[best] / mine, "target >= 1.00 (ratio)"))
     loads = hdfs.get("loads", {})
     for theirs, ours in [("hdfs-native + safetensors -> numpy", "embstore.load -> numpy"),
                          ("hdfs-native + feed_dict -> TF1 variable",

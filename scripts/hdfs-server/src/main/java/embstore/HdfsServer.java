@@ -78,10 +78,21 @@ public final class HdfsServer {
   }
 
   public static void main(String[] argv) throws Exception {
-    boolean secure = argv.length > 0 && argv[0].equals("--kerberos");
-    String[] args = secure ? java.util.Arrays.copyOfRange(argv, 1, argv.length) : argv;
-    if (args.length != 2) {
-      die("usage: HdfsServer [--kerberos] DIR PORT");
+    boolean secure = false;
+    boolean sasl = false;
+    int first = 0;
+    for (; first < argv.length && argv[first].startsWith("--"); first++) {
+      if (argv[first].equals("--kerberos")) {
+        secure = true;
+      } else if (argv[first].equals("--sasl")) {
+        sasl = true;
+      } else {
+        die("unknown option " + argv[first]);
+      }
+    }
+    String[] args = java.util.Arrays.copyOfRange(argv, first, argv.length);
+    if (args.length != 2 || (sasl && !secure)) {
+      die("usage: HdfsServer [--kerberos [--sasl]] DIR PORT");
     }
     int port = -1;
     try {
@@ -149,7 +160,7 @@ public final class HdfsServer {
     conf.setBoolean("dfs.datanode.peer.stats.enabled", false);
     conf.setInt("dfs.datanode.directoryscan.throttle.limit.ms.per.sec", -1);
     if (kerberos != null) {
-      kerberos.configure(conf);
+      kerberos.configure(conf, sasl);
     }
 
     // Fixed DataNode HTTP and IPC ports (picked free now) so that a restarted DataNode comes

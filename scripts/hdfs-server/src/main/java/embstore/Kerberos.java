@@ -17,8 +17,7 @@ import org.apache.hadoop.security.authentication.util.KerberosName;
  * <p>The NameNode and DataNodes log in as hdfs/localhost (so "hdfs" is the HDFS superuser); the
  * WebHDFS filter accepts any HTTP/ principal in the service keytab, HTTP/localhost and
  * HTTP/127.0.0.1, because a client asks for HTTP/HOST of the URL it was given. The DataNodes run
- * on unprivileged ports without SASL (ignore.secure.ports.for.testing): a test setting, where a
- * production cluster uses privileged ports or SASL data transfer protection.
+ * on unprivileged ports (ignore.secure.ports.for.testing), with or without SASL on them.
  */
 final class Kerberos {
   private final MiniKdc kdc;
@@ -74,8 +73,13 @@ final class Kerberos {
     return k;
   }
 
-  /** The cluster's security settings; also makes Hadoop's static security state use them. */
-  void configure(Configuration conf) {
+  /**
+   * The cluster's security settings; also makes Hadoop's static security state use them. With
+   * `sasl` the DataNodes want SASL on their transfer ports; without, block access tokens alone
+   * (on unprivileged ports: Hadoop's test setting, where a production cluster uses privileged
+   * ports).
+   */
+  void configure(Configuration conf, boolean sasl) {
     String svc = serviceKeytab.getAbsolutePath();
     conf.set("hadoop.security.authentication", "kerberos");
     conf.set("dfs.namenode.kerberos.principal", "hdfs/localhost@" + realm);
@@ -90,9 +94,10 @@ final class Kerberos {
     conf.set("hadoop.http.authentication.kerberos.keytab", svc);
     conf.setBoolean("dfs.block.access.token.enable", true);
     conf.setBoolean("ignore.secure.ports.for.testing", true);
-    // SASL on the DataNodes' transfer ports, as clusters on unprivileged ports run: clients
-    // that cannot speak it read over WebHDFS.
-    conf.set("dfs.data.transfer.protection", "authentication");
+    if (sasl) {
+      // SASL on the DataNodes' transfer ports, as clusters on unprivileged ports run.
+      conf.set("dfs.data.transfer.protection", "authentication");
+    }
     UserGroupInformation.setConfiguration(conf);
     KerberosName.resetDefaultRealm();
   }
