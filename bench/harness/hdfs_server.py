@@ -99,10 +99,13 @@ class Cluster:
 
 
 @contextlib.contextmanager
-def hdfs_server(data_dir, timeout=240, kerberos=False, sasl=False):
+def hdfs_server(data_dir, timeout=240, kerberos=False, sasl=False, java_opts=None):
     """Starts the cluster with its data in `data_dir` (kerberized with `kerberos`: SPNEGO,
     delegation and block tokens, a MiniKdc; with `sasl` too, DataNodes that want SASL on their
-    transfer ports); yields a Cluster. Stopped on exit."""
+    transfer ports; `java_opts`: more JVM options, HDFS_SERVER_JAVA_OPTS); yields a Cluster.
+    Stopped on exit."""
+    import os
+    env = dict(os.environ, HDFS_SERVER_JAVA_OPTS=java_opts) if java_opts else None
     for _ in range(5):
         port = random.randint(20000, 45000)
         if not (_port_free(port) and _port_free(port + 1)):
@@ -112,7 +115,7 @@ def hdfs_server(data_dir, timeout=240, kerberos=False, sasl=False):
         ready = tempfile.TemporaryFile(mode="w+")
         flags = (["--kerberos"] if kerberos else []) + (["--sasl"] if sasl else [])
         proc = subprocess.Popen(["bash", str(SCRIPT)] + flags + [str(data_dir), str(port)],
-                                stdout=ready, stderr=log, text=True)
+                                stdout=ready, stderr=log, text=True, env=env)
         deadline = time.monotonic() + timeout
         up = False
         while time.monotonic() < deadline and proc.poll() is None:

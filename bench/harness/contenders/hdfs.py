@@ -2,7 +2,8 @@
 MiniDFSCluster, a NameNode and two DataNodes from Hadoop's jars).
 
 Downloads, each writing the table to a local file:
-- `embstore pull` over WebHDFS (parallel ranged reads of one version, every block verified);
+- `embstore pull` (the NameNode over WebHDFS, the blocks straight from the DataNodes with
+  Hadoop's data transfer protocol; parallel ranged reads of one version, every block verified);
 - Hadoop's own Java client, `FsShell -get` over HDFS RPC, from the same jars as the cluster (the
   JVM's start is part of it, as it is for a user who runs `hdfs dfs -get`);
 - hdfs-native (a Rust client speaking HDFS RPC and the DataNode protocol, no JVM), its
@@ -53,6 +54,12 @@ def download(case, embstore_bin, url, rpc_url, out, java_classpath):
             for chunk in reader.read_range_stream(0, len(reader)):
                 f.write(chunk)
     elif case == "pyarrow HadoopFileSystem":
+        # What libhdfs needs besides itself: a JVM and the Hadoop jars (the cluster's own).
+        if "JAVA_HOME" not in os.environ:
+            java = os.path.realpath(subprocess.run(["sh", "-c", "command -v java"],
+                                                   capture_output=True, text=True).stdout.strip())
+            os.environ["JAVA_HOME"] = os.path.dirname(os.path.dirname(java))
+        os.environ.setdefault("CLASSPATH", java_classpath)
         from pyarrow import fs
         host, port = rpc_url.split("://", 1)[1].split(":")
         try:

@@ -303,9 +303,11 @@ def _hdfs(results):
         return []
     lines = ["### Reading the seed table from HDFS", "",
              f"The seed table as one file on a local HDFS ({hdfs['server']}, data on the work "
-             "directory), each reader in a fresh process, best of 3. Downloads write the table "
-             "to a local file: `embstore pull` over WebHDFS (parallel ranged reads of one "
-             "version, every block verified); Hadoop's Java client (`FsShell -get` over HDFS "
+             "directory, the JVM's full JIT, warmed up by one read each way), each reader in a "
+             "fresh process, best of 3. Downloads write the table "
+             "to a local file: `embstore pull` (the NameNode over WebHDFS, the blocks "
+             "straight from the DataNodes with Hadoop's data transfer protocol, parallel "
+             "ranged reads of one version, every block verified); Hadoop's Java client (`FsShell -get` over HDFS "
              "RPC, the JVM's start included, as for `hdfs dfs -get`); hdfs-native (Rust, HDFS "
              "RPC, no JVM); pyarrow's HadoopFileSystem where libhdfs.so can be found.", "",
              "| download | seconds | GB/s | peak RSS MiB |", "|---|---:|---:|---:|"]
