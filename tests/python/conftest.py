@@ -2,6 +2,7 @@
 import os
 import pathlib
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -146,6 +147,21 @@ def server(embstore_bin, tmp_path):
     srv = ServerProcess(embstore_bin, store, tmp_path)
     yield srv
     srv.stop()
+
+
+def wait_for_version(target, name, old, new, timeout):
+    """Loads table `name` from the server at `target` (streamed) until it is `new`; every answer
+    before that must be all of `old`: one whole version, never a mix. Fails after `timeout`
+    seconds."""
+    import embstore
+    deadline = time.monotonic() + timeout
+    while True:
+        got = embstore.load(target, name, local=False)
+        assert (got == old).all() or (got == new).all()  # one version, never a mix
+        if (got == new).all():
+            return
+        assert time.monotonic() < deadline, f"{name} on {target} still the old version"
+        time.sleep(0.2)
 
 
 def wait_for_table(target, name, timeout=10.0):

@@ -7,7 +7,6 @@ builds it); without it these tests skip, unless EMBSTORE_REQUIRE_HDFS=1 (test.sh
 failure."""
 import json
 import os
-import random
 import subprocess
 import sys
 import time
@@ -17,7 +16,7 @@ import numpy as np
 import pytest
 
 from conftest import (ROOT, expected_matrix, flip_bits, savetxt_matrix, wait_for_table,
-                      write_table)
+                      wait_for_version, write_table)
 
 sys.path.insert(0, str(ROOT / "bench"))
 from harness.hdfs_server import built as hdfs_built, hdfs_server  # noqa: E402
@@ -259,8 +258,8 @@ def test_serve_from_hdfs_picks_up_a_replaced_table(embstore_bin, hdfs, tmp_path)
     store = f"{hdfs.url}/serving/"
     cli(embstore_bin, ["convert", a, store + "items.emb"])
     cache = tmp_path / "cache"
-    port = random.randint(45001, 55000)
-    target = f"127.0.0.1:{port}"
+    # A unix socket of the test's own: a random TCP port may be another process's.
+    target = f"unix:{tmp_path / 'serve.sock'}"
     serve = subprocess.Popen([str(embstore_bin), "serve", "--store", store, "--cache", cache,
                               "--listen", target, "--store-poll-s", "0.5",
                               "--poll-interval-ms", "100"],
@@ -269,14 +268,7 @@ def test_serve_from_hdfs_picks_up_a_replaced_table(embstore_bin, hdfs, tmp_path)
         wait_for_table(target, "items")
         np.testing.assert_array_equal(embstore.load(target, "items", local=False), want_a)
         cli(embstore_bin, ["convert", b, store + "items.emb", "--force"])
-        deadline = time.monotonic() + 60
-        while time.monotonic() < deadline:
-            got = embstore.load(target, "items", local=False)
-            assert (got == want_a).all() or (got == want_b).all()  # one version, never a mix
-            if (got == want_b).all():
-                break
-            time.sleep(0.2)
-        np.testing.assert_array_equal(embstore.load(target, "items", local=False), want_b)
+        wait_for_version(target, "items", want_a, want_b, timeout=60)
         assert sorted(p for p in os.listdir(cache) if not p.startswith(".")) == ["items.emb"]
     finally:
         serve.terminate()
