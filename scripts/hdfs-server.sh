@@ -45,7 +45,8 @@
 # link) and builds scripts/hdfs-server/ into ${EMBSTORE_CACHE:-~/.cache/embstore}/hdfs-server/,
 # outside the checkout, keyed by the Hadoop version and a hash of those sources; later runs
 # reuse it. Needs java, javac (17 or newer) and mvn: on Debian 12, apt-get install
-# openjdk-17-jdk-headless maven.
+# openjdk-17-jdk-headless maven. With SSL_CERT_FILE set, Maven trusts the CAs of that bundle
+# (a trust store made from it, scripts/hdfs-server/PemTrustStore.java), as curl and pip do.
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 
@@ -118,8 +119,24 @@ build_server() {
   cp -r "$SRC/pom.xml" "$SRC/src" "$tmp/"
   log "building the HDFS test server (Hadoop $HADOOP_VERSION) into $SERVER"
   [[ -d $M2 ]] || log "the first build downloads about 120 MB of jars into $M2"
+  # Maven trusts Java's own CA store. Where the environment names a CA bundle of its own
+  # (SSL_CERT_FILE, as curl, pip and Go read it: a proxy's CA, a company's), Maven gets a trust
+  # store made from that bundle instead, kept in the cache under the bundle's hash.
+  local maven_opts="${MAVEN_OPTS:-}"
+  if [[ -n ${SSL_CERT_FILE:-} && -s $SSL_CERT_FILE ]]; then
+    local store
+    store="$CACHE/truststore-$(sha256sum <"$SSL_CERT_FILE" | cut -c1-12).p12"
+    if [[ ! -s $store ]]; then
+      "$JAVA" "$SRC/PemTrustStore.java" "$SSL_CERT_FILE" "$store.tmp" ||
+        die "could not make a Java trust store of SSL_CERT_FILE=$SSL_CERT_FILE"
+      mv "$store.tmp" "$store"
+    fi
+    maven_opts+=" -Djavax.net.ssl.trustStore=$store -Djavax.net.ssl.trustStoreType=PKCS12"
+    maven_opts+=" -Djavax.net.ssl.trustStorePassword=changeit"
+  fi
   # Debian's Maven 3.8.7 writes colour codes even in batch mode: they are dropped.
-  (cd "$tmp" && mvn -B -q -Dmaven.repo.local="$M2" -Dhadoop.version="$HADOOP_VERSION" \
+  (cd "$tmp" && MAVEN_OPTS="$maven_opts" mvn -B -q -Dmaven.repo.local="$M2" \
+    -Dhadoop.version="$HADOOP_VERSION" \
     -Dclasspath.file="$tmp/out/classpath.txt" package </dev/null) 2>&1 |
     sed 's/\x1b\[[0-9;]*m//g' >&2 || die "the Maven build failed"
   mv "$tmp/target/hdfs-server.jar" "$tmp/out/"
