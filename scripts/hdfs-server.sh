@@ -162,11 +162,20 @@ mkdir -p "$dir" 2>/dev/null || die "cannot create the data directory $dir"
 dir="$(cd "$dir" && pwd)"
 log "WebHDFS on http://127.0.0.1:$port/webhdfs/v1/, control on http://127.0.0.1:$((port + 1))," \
   "data in $dir"
+# The JVM resolves names from a hosts file of its own: everything here is on 127.0.0.1, and
+# Hadoop looks this host's name up at start (the _HOST of principals, metrics), which fails
+# where the machine cannot resolve its own name (a container, a minimal root without
+# /etc/hosts).
+hosts="$CACHE/hosts-$(hostname)"
+if [[ ! -s $hosts ]]; then
+  printf '127.0.0.1 localhost %s\n' "$(hostname)" >"$hosts.tmp" && mv "$hosts.tmp" "$hosts" ||
+    die "cannot write $hosts"
+fi
 # C1 only: starts about a third faster and is no slower at test-sized transfers. JAXB (WebHDFS's
 # JSON) needs java.lang opened on JDK 17.
 # shellcheck disable=SC2086
 exec "$JAVA" -Xmx1g -XX:+UseSerialGC -XX:TieredStopAtLevel=1 -Djava.net.preferIPv4Stack=true \
-  --add-opens java.base/java.lang=ALL-UNNAMED \
+  -Djdk.net.hosts.file="$hosts" --add-opens java.base/java.lang=ALL-UNNAMED \
   ${HDFS_SERVER_JAVA_OPTS:-} \
   -cp "$SERVER/hdfs-server.jar:$(cat "$SERVER/classpath.txt")" embstore.HdfsServer \
   "${kerberos[@]}" "$dir" "$port"
