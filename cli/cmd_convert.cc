@@ -105,34 +105,15 @@ RunFn RegisterConvert(CLI::App& app) {
       progress.Update(done, total);
       return true;
     };
-    // An s3:// or hdfs:// output: refuse an existing object without --force before any work,
-    // convert into a private directory, then upload.
-    std::unique_ptr<ScratchDir> scratch;
-    std::string out = args->output;
-    if (objstore::IsObjectUrl(args->output)) {
-      auto url = objstore::ParseObjectKeyUrl(args->output, "an object key");
-      if (!url.ok()) return ReportError("convert", url.status());
-      auto store = objstore::OpenObjectStore(*url);
-      if (!store.ok()) return ReportError("convert", store.status());
-      auto head = (*store)->Stat(*url);
-      if (head.ok() && !args->force) {
-        return ReportError(
-            "convert",
-            Status::AlreadyExists("'" + args->output + "' exists (use --force to replace it)"));
-      }
-      if (!head.ok() && head.status().code() != StatusCode::kNotFound) {
-        return ReportError("convert", head.status());
-      }
-      auto dir = ScratchDir::Make("convert");
-      if (!dir.ok()) return ReportError("convert", dir.status());
-      scratch = std::move(dir).value();
-      out = scratch->File("table.emb");
-    }
-    auto result = convert::Convert(args->input, out, o);
+    // An s3:// or hdfs:// output is refused when it exists (without --force) before any work,
+    // converted into a private directory, then uploaded.
+    auto dest = objstore::TableDestination::Open(args->output, args->force, "convert");
+    if (!dest.ok()) return ReportError("convert", dest.status());
+    auto result = convert::Convert(args->input, (*dest)->local_path(), o);
     progress.Finish();
     if (!result.ok()) return ReportError("convert", result.status());
-    if (scratch != nullptr) {
-      auto up = UploadTableFrom(out, args->output, "convert");
+    if ((*dest)->is_object()) {
+      auto up = PublishWithProgress(**dest, "convert");
       if (!up.ok()) return ReportError("convert", up.status());
     }
     const convert::ConvertStats& s = *result;

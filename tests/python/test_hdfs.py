@@ -65,7 +65,7 @@ def test_convert_into_hdfs_then_every_reader(embstore_bin, hdfs, tmp_path):
     out = cli(embstore_bin, ["convert", text, url])
     assert url in out.stdout
     again = cli(embstore_bin, ["convert", text, url], check=False)
-    assert again.returncode == 1 and "exists (use --force" in again.stderr
+    assert again.returncode == 1 and "exists; use --force" in again.stderr
     cli(embstore_bin, ["convert", text, url, "--force"])
 
     info = json.loads(cli(embstore_bin, ["inspect", url, "--json"]).stdout)

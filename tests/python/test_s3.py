@@ -76,7 +76,7 @@ def test_convert_to_a_bucket_then_every_reader(embstore_bin, s3, tmp_path):
     assert url in out.stdout
     # Existing object: refused without --force, replaced with it.
     again = cli(embstore_bin, ["convert", text, url], s3, check=False)
-    assert again.returncode == 1 and "exists (use --force" in again.stderr
+    assert again.returncode == 1 and "exists; use --force" in again.stderr
     cli(embstore_bin, ["convert", text, url, "--force"], s3)
 
     info = json.loads(cli(embstore_bin, ["inspect", url, "--json"], s3).stdout)
