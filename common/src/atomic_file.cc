@@ -187,9 +187,9 @@ Status AtomicFile::Append(std::span<const std::byte> bytes) {
   return Status::OK();
 }
 
-Status AtomicFile::Commit() {
+Status AtomicFile::Commit(bool durable) {
   if (fd_ < 0 || done_) return Status::FailedPrecondition("'" + path_ + "': already finished");
-  if (::fsync(fd_) != 0) {
+  if (durable && ::fsync(fd_) != 0) {
     Status st = Status::FromErrno("fsync '" + temp_path_ + "'", errno);
     Abort();
     return st;
@@ -220,7 +220,7 @@ Status AtomicFile::Commit() {
   done_ = true;
   UnregisterTemp(signal_slot_);
   signal_slot_ = -1;
-  return SyncDirectory(DirName(path_));
+  return durable ? SyncDirectory(DirName(path_)) : Status::OK();
 }
 
 void AtomicFile::Abort() {

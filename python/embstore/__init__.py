@@ -2,6 +2,7 @@
 
     import embstore
     matrix = embstore.load("localhost:7070", "item_mat")
+    embstore.save(trained, "s3://tables/item_mat.emb")
 
 Sources are table files (.emb), store directories, and embstore servers ("host:port",
 "unix:PATH"). The framework helpers live in embstore.tf and embstore.torch (imported on first
@@ -10,6 +11,7 @@ use, so importing embstore never imports TensorFlow or PyTorch).
 from . import errors
 from ._core import ALIGNMENT, Source, aligned_empty, load, numpy_dtype
 from ._native_import import _native
+from ._save import convert, save
 
 __version__ = _native.__version__
 # Name of the SIMD kernel that converts F16/BF16 rows on this machine ("avx512", "avx2",
@@ -18,7 +20,7 @@ active_kernel = _native.active_kernel()
 from .errors import EmbstoreError, MissingKeysError
 
 __all__ = ["ALIGNMENT", "EmbstoreError", "MissingKeysError", "Source", "aligned_empty",
-           "active_kernel", "errors", "load", "numpy_dtype", "tf", "torch"]
+           "active_kernel", "convert", "errors", "load", "numpy_dtype", "save", "tf", "torch"]
 
 
 def __getattr__(name):

@@ -16,6 +16,10 @@ Distributed training (torch.distributed; docs/PYTHON.md, "Distributed training")
   complete the table everywhere.
 - StorageReader(source, {fqn: table}): a torch.distributed.checkpoint StorageReader, so
   dcp.load(state_dict, storage_reader=...) fills any (sharded) state dict from tables.
+
+Writing back: save(module_or_tensor, dest) writes a trained weight as a table, a chunk at a time;
+a row-sharded DTensor (FSDP2) is written by every rank holding rows, as one shard table each and
+a manifest that load_sharded and every other reader open as one table.
 """
 import os
 
@@ -29,10 +33,12 @@ except ImportError as e:  # embstore itself works without PyTorch; this module d
 import numpy as np
 
 from ._core import LoadArgs, Source, _chunks_into, _fill, _row_range, numpy_dtype
+from ._native_import import _native
+from ._save import element_kind, table_dtype, torch_rows, write_rows
 from .errors import FailedPreconditionError, InvalidArgumentError
 
 __all__ = ["StorageReader", "broadcast_load", "embedding", "from_file", "load_into",
-           "load_sharded"]
+           "load_sharded", "save"]
 
 DEFAULT_CHUNK_BYTES = 64 << 20
 # Column shards read whole rows; each of the two staging buffers holds this much of them.
@@ -294,6 +300,139 @@ def broadcast_load(tensor, source, table=None, group=None, *, rows=None, chunk_r
         for w in works:
             w.wait()
     return tensor
+
+
+def _weight_of(module_or_tensor):
+    """The 2-D weight to save: the tensor itself, an Embedding's weight, or a module's only
+    2-D parameter."""
+    if isinstance(module_or_tensor, torch.Tensor):
+        return module_or_tensor
+    if not isinstance(module_or_tensor, torch.nn.Module):
+        raise InvalidArgumentError(
+            f"embstore.torch.save takes a tensor or a module, not {type(module_or_tensor).__name__}")
+    weight = getattr(module_or_tensor, "weight", None)
+    if isinstance(weight, torch.Tensor) and weight.dim() == 2:
+        return weight
+    found = [(n, p) for n, p in module_or_tensor.named_parameters() if p.dim() == 2]
+    if len(found) != 1:
+        names = ", ".join(n for n, _ in found) or "none"
+        raise InvalidArgumentError(
+            f"{type(module_or_tensor).__name__} has no .weight and {len(found)} 2-D parameters "
+            f"({names}); pass the tensor to save")
+    return found[0][1]
+
+
+def _shard_paths(dest):
+    dest = os.fspath(dest)
+    if not dest.endswith(".shards.json") or "://" in dest:
+        raise InvalidArgumentError(
+            f"a sharded DTensor is saved as one table a shard plus a manifest: dest must be a "
+            f"local NAME.shards.json path on a filesystem every rank shares, not {dest!r}")
+    stem = os.path.basename(dest)[:-len(".shards.json")]
+    return dest, os.path.dirname(os.path.abspath(dest)), stem
+
+
+def _save_sharded(dtensor, dest, keys, kwargs):
+    """Each distinct row range of a Shard(0)/Replicate DTensor written once (by the lowest rank
+    holding it) as NAME-i.emb; then rank 0 writes the manifest. Every rank of the job calls it."""
+    import torch.distributed as dist
+    from torch.distributed.tensor import Replicate, Shard
+    from torch.distributed.tensor._utils import compute_local_shape_and_global_offset
+    for p in dtensor.placements:
+        if not (type(p) is Replicate or (type(p) is Shard and p.dim == 0)):
+            raise InvalidArgumentError(
+                f"embstore.torch.save writes DTensors sharded by rows (Shard(0)) or replicated, "
+                f"not {p!r} (placements {tuple(dtensor.placements)}): a column shard holds no "
+                f"whole rows")
+    manifest, folder, stem = _shard_paths(dest)
+    rows, dim = int(dtensor.shape[0]), int(dtensor.shape[1])
+    mesh = dtensor.device_mesh
+    mine = None
+    if mesh.get_coordinate() is not None:
+        shape, offset = compute_local_shape_and_global_offset(dtensor.shape, mesh,
+                                                              dtensor.placements)
+        if shape[0] > 0:
+            mine = (int(offset[0]), int(offset[0]) + int(shape[0]))
+    me, world = dist.get_rank(), dist.get_world_size()
+    ranges = [None] * world
+    dist.all_gather_object(ranges, mine)
+    spans = sorted({r for r in ranges if r is not None})
+    writer_of = {}
+    for rank, r in enumerate(ranges):
+        if r is not None and r not in writer_of:
+            writer_of[r] = rank
+    error, written = None, None
+    try:
+        if any(a[1] != b[0] for a, b in zip(spans, spans[1:])) or (
+                spans and (spans[0][0] != 0 or spans[-1][1] != rows)):
+            raise InvalidArgumentError(f"the ranks' row ranges {spans} do not tile rows [0, {rows})")
+        if os.path.exists(manifest) and not kwargs.get("force"):
+            raise _already_exists(manifest)
+        if mine is not None and writer_of[mine] == me:
+            i = spans.index(mine)
+            path = os.path.join(folder, f"{stem}-{i}.emb")
+            local = dtensor.to_local()
+            shard_keys = None if keys is None else list(keys)[mine[0]:mine[1]]
+            write_rows(torch_rows(local, f"rank {me}'s shard of the DTensor"), path,
+                       keys=shard_keys, **kwargs)
+            written = path
+    except Exception as e:  # noqa: BLE001 - raised below, once the others have heard of it
+        error = e
+    failed = [None] * world
+    dist.all_gather_object(failed, None if error is None else f"{type(error).__name__}: {error}")
+    bad = {r: m for r, m in enumerate(failed) if m is not None}
+    if not bad and me == 0:
+        try:
+            shards = [(b, e, f"./{stem}-{i}.emb", f"{stem}-{i}")
+                      for i, (b, e) in enumerate(spans)]
+            kind = table_dtype(kwargs.get("dtype"), element_kind(dtensor.dtype, "the DTensor"))
+            _native.write_shard_manifest(manifest, stem, rows, dim, kind.upper(), shards,
+                                         bool(kwargs.get("force")))
+        except Exception as e:  # noqa: BLE001
+            bad[0] = f"{type(e).__name__}: {e}"
+            error = e
+    done = [None] * world
+    dist.all_gather_object(done, bad.get(0) if me == 0 else None)
+    if done[0] is not None and 0 not in bad:
+        bad[0] = done[0]
+    if bad:
+        if written is not None:  # no manifest names it: leave nothing behind
+            try:
+                os.remove(written)
+            except OSError:
+                pass
+        if error is not None:
+            raise error
+        raise FailedPreconditionError(
+            f"saving {manifest!r}: rank(s) {sorted(bad)} failed ({'; '.join(bad.values())}); "
+            f"no manifest was written")
+    return {"path": manifest, "rows": rows, "dim": dim, "shards": len(spans), "written": written}
+
+
+def _already_exists(path):
+    from .errors import AlreadyExistsError
+    return AlreadyExistsError(f"{path!r} already exists; use force=True to replace it")
+
+
+def save(module_or_tensor, dest, *, keys=None, dtype=None, metadata=None, force=False,
+         on_overflow="error", chunk_rows=None, progress=None, durable=True):
+    """Writes a trained weight as a table at `dest` (.emb path, s3://, hdfs://).
+
+    module_or_tensor: a 2-D tensor (CPU or CUDA; CUDA rows are copied a chunk at a time), an
+    nn.Embedding/EmbeddingBag (its weight) or a module with one 2-D parameter.
+    A DTensor sharded by rows (Shard(0), FSDP2's fully_shard) or replicated: every rank of the
+    job calls save; the lowest rank holding each row range writes it as NAME-i.emb next to
+    `dest`, which must be a local NAME.shards.json on a filesystem the ranks share, and rank 0
+    then writes the manifest. load_sharded, embstore.load and the CLI read it back as one table.
+    The other arguments are embstore.save's.
+    """
+    t = _weight_of(module_or_tensor)
+    kwargs = dict(dtype=dtype, metadata=metadata, force=force, on_overflow=on_overflow,
+                  chunk_rows=chunk_rows, progress=progress, durable=durable)
+    if type(t).__name__ == "DTensor":
+        _distributed()
+        return _save_sharded(t.detach(), dest, keys, kwargs)
+    return write_rows(torch_rows(t), dest, keys=keys, **kwargs)
 
 
 def _table_spec(fqn, spec):

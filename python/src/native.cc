@@ -13,6 +13,7 @@
 #include <nanobind/stl/map.h>
 #include <nanobind/stl/optional.h>
 #include <nanobind/stl/string.h>
+#include <nanobind/stl/tuple.h>
 #include <nanobind/stl/vector.h>
 
 #include <algorithm>
@@ -32,12 +33,17 @@
 #include <vector>
 
 #include "embstore/client/open_source.h"
-#include "embstore/common/option_names.h"
 #include "embstore/client/row_source.h"
+#include "embstore/client/sharded.h"
+#include "embstore/common/atomic_file.h"
+#include "embstore/common/option_names.h"
+#include "embstore/convert/convert.h"
+#include "embstore/objstore/destination.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/format.h"
 #include "embstore/store/names.h"
 #include "embstore/store/table.h"
+#include "embstore/store/writer.h"
 
 namespace nb = nanobind;
 using namespace nb::literals;
@@ -48,8 +54,12 @@ namespace {
 // A library message in Python's terms: the C++ option names it quotes in backquotes become the
 // keyword arguments that set them (`tls.cert_file` is tls_cert=).
 std::string InKeywordTerms(std::string_view message) {
-  static constexpr OptionName kKeywords[] = {{"tls.cert_file", "tls_cert="},
-                                             {"tls.key_file", "tls_key="}};
+  static constexpr OptionName kKeywords[] = {
+      {"tls.cert_file", "tls_cert="},   {"tls.key_file", "tls_key="},
+      {"overwrite", "force=True"},      {"on_overflow", "on_overflow"},
+      {"on_duplicate_key", "on_duplicate_key"}, {"delimiter", "delimiter="},
+      {"comments", "comments="},        {"metadata", "metadata="},
+      {"format", "format="}};
   return InFrontEndTerms(message, kKeywords);
 }
 
@@ -330,6 +340,313 @@ class PyTable {
   std::shared_ptr<const store::Table> table_;
 };
 
+// Any array's buffer, when it is C-contiguous (nullopt otherwise: strides are left alone).
+using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
+std::optional<std::pair<const void*, std::size_t>> ContiguousBytes(const AnyArray& a) {
+  std::int64_t expect = 1;
+  for (std::size_t i = a.ndim(); i-- > 0;) {
+    if (a.shape(i) != 1 && a.stride(i) != expect) return std::nullopt;
+    expect *= static_cast<std::int64_t>(a.shape(i));
+  }
+  return std::make_pair(a.data(), a.nbytes());
+}
+
+store::OverflowPolicy ParseOverflow(const std::string& s) {
+  if (s == "error") return store::OverflowPolicy::kError;
+  if (s == "inf") return store::OverflowPolicy::kInfinity;
+  Raise(Status::InvalidArgument("`on_overflow` must be 'error' or 'inf', not '" + s + "'"));
+}
+
+// The float nearest `d` by round-to-odd: truncated to f32, with the last bit set when that lost
+// anything. Rounding that to F16 or BF16 (which keep at least two bits fewer) gives the correctly
+// rounded result of `d` itself: no double rounding.
+float RoundToOddF32(double d) {
+  float f = static_cast<float>(d);
+  if (std::isnan(d) || static_cast<double>(f) == d) return f;
+  if (std::fabs(static_cast<double>(f)) > std::fabs(d)) {
+    f = std::nextafter(f, 0.0f);  // truncate toward zero (an infinity becomes FLT_MAX)
+  }
+  std::uint32_t bits;
+  std::memcpy(&bits, &f, 4);
+  bits |= 1;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+// A new table written chunk by chunk from Python (embstore.save and the tf/torch writers): rows
+// arrive as contiguous buffers of f32, f16, bf16 or f64 and are rounded once to the table's
+// dtype; keys arrive with their rows. The table appears at `dest` (a path, s3:// or hdfs://)
+// whole or not at all when finish() returns; abort(), an error or the writer's end without
+// finish() leave nothing behind. Memory: the chunk being converted, plus the keys.
+class PyWriter {
+ public:
+  PyWriter(const std::string& dest, std::uint64_t dim, const std::string& dtype, bool with_keys,
+           bool overwrite, const std::map<std::string, std::string>& metadata,
+           const std::string& on_overflow, std::uint64_t block_rows, bool durable) {
+    auto t = store::ParseDType(dtype);
+    if (!t) Raise(Status::InvalidArgument("dtype must be f32, f16 or bf16, not '" + dtype + "'"));
+    overflow_ = ParseOverflow(on_overflow);
+    store::WriterOptions o;
+    o.dtype = *t;
+    o.dim = dim;
+    o.with_keys = with_keys;
+    o.overwrite = overwrite;
+    o.block_rows = block_rows;
+    o.durable = durable;
+    o.metadata = metadata;
+    dest_ = WithoutGil([&] { return objstore::TableDestination::Open(dest, overwrite, "save"); });
+    writer_ = WithoutGil([&] { return store::TableWriter::Create(dest_->local_path(), o); });
+  }
+
+  std::uint64_t rows() const { return writer_ ? writer_->rows() : 0; }
+
+  // Appends rows given as `kind` ("f32", "f16", "bf16" or "f64") in `values` (C-contiguous, any
+  // shape holding whole rows), with their keys when the table has keys.
+  void Append(const AnyArray& values, const std::string& kind,
+              const std::optional<std::vector<std::string>>& keys) {
+    if (!writer_) Raise(Status::FailedPrecondition("table '" + dest_->dest() + "': writer is closed"));
+    auto bytes = ContiguousBytes(values);
+    if (!bytes) Raise(Status::InvalidArgument("rows appended to '" + dest_->dest() + "' are not C-contiguous"));
+    const std::size_t esize = kind == "f64" ? 8 : kind == "f32" ? 4 : 2;
+    if (kind != "f64" && kind != "f32" && kind != "f16" && kind != "bf16") {
+      Raise(Status::InvalidArgument("unknown element kind '" + kind + "'"));
+    }
+    const std::size_t n = bytes->second / esize;
+    const std::uint64_t dim = writer_->dim();
+    if (n % dim != 0) {
+      Raise(Status::InvalidArgument("table '" + dest_->dest() + "': " + std::to_string(n) +
+                                    " values are not whole rows of " + std::to_string(dim)));
+    }
+    if (keys && keys->size() != n / dim) {
+      Raise(Status::InvalidArgument("table '" + dest_->dest() + "': " +
+                                    std::to_string(keys->size()) + " keys for " +
+                                    std::to_string(n / dim) + " rows"));
+    }
+    const auto* src = static_cast<const std::byte*>(bytes->first);
+    const std::uint64_t first_row = writer_->rows();
+    Status st = [&]() -> Status {
+      nb::gil_scoped_release nogil;
+      return AppendEncoded(src, n, kind, first_row, keys);
+    }();
+    if (!st.ok()) {
+      writer_.reset();
+      Raise(InDestTerms(st));
+    }
+  }
+
+  nb::dict Finish(nb::object progress) {
+    if (!writer_) Raise(Status::FailedPrecondition("table '" + dest_->dest() + "': writer is closed"));
+    const std::uint64_t rows = writer_->rows(), dim = writer_->dim();
+    const std::string dtype(store::DTypeName(writer_->dtype()));
+    bool interrupted = false;
+    objstore::TransferOptions t;
+    t.progress = ProgressCallback(&interrupted, progress);
+    std::optional<Status> st;
+    std::optional<Result<objstore::TransferStats>> up;
+    {
+      nb::gil_scoped_release nogil;
+      st = writer_->Finish();
+      if (st->ok()) up.emplace(dest_->Publish(t));
+    }
+    writer_.reset();
+    if (!st->ok()) Raise(InDestTerms(*st));
+    if (interrupted && PyErr_Occurred()) throw nb::python_error();
+    if (!up->ok()) Raise(up->status());
+    nb::dict d;
+    d["path"] = dest_->dest();
+    d["rows"] = rows;
+    d["dim"] = dim;
+    d["dtype"] = dtype;
+    d["uploaded_bytes"] = (*up)->bytes;
+    return d;
+  }
+
+  void Abort() {
+    if (writer_) writer_->Abort();
+    writer_.reset();
+  }
+
+ private:
+  // Error messages name the destination the caller gave, not the scratch file of an upload.
+  Status InDestTerms(const Status& st) const {
+    if (!dest_->is_object()) return st;
+    std::string m = st.message();
+    const std::string& local = dest_->local_path();
+    for (std::size_t at = m.find(local); at != std::string::npos; at = m.find(local, at)) {
+      m.replace(at, local.size(), dest_->dest());
+      at += dest_->dest().size();
+    }
+    return Status(st.code(), m);
+  }
+
+  Status AppendEncoded(const std::byte* src, std::size_t n, const std::string& kind,
+                       std::uint64_t first_row,
+                       const std::optional<std::vector<std::string>>& keys) {
+    const store::DType target = writer_->dtype();
+    const std::uint64_t dim = writer_->dim();
+    std::span<const std::byte> encoded;
+    if (store::ParseDType(kind) == target) {
+      encoded = {src, n * store::DTypeSize(target)};  // already the table's dtype: no rounding
+    } else {
+      floats_.resize(n);
+      if (kind == "f64") {
+        const auto* d = reinterpret_cast<const double*>(src);
+        bool overflowed = false;
+        std::size_t bad = 0;
+        for (std::size_t i = 0; i < n; ++i) {
+          if (target == store::DType::kF32) {
+            floats_[i] = static_cast<float>(d[i]);
+            if (std::isinf(floats_[i]) && std::isfinite(d[i]) && !overflowed) {
+              overflowed = true;
+              bad = i;
+            }
+          } else {
+            floats_[i] = RoundToOddF32(d[i]);
+          }
+        }
+        if (overflowed && overflow_ == store::OverflowPolicy::kError) {
+          return Status::OutOfRange(
+              "table '" + writer_->path() + "': value " + std::to_string(d[bad]) + " at row " +
+              std::to_string(first_row + bad / dim) + ", column " + std::to_string(bad % dim) +
+              " is too large for f32 (`on_overflow` inf stores it as infinity)");
+        }
+      } else if (kind == "f32") {
+        std::memcpy(floats_.data(), src, n * 4);
+      } else {
+        store::ConvertToF32(kind == "f16" ? store::DType::kF16 : store::DType::kBF16,
+                            {src, n * 2}, floats_);
+      }
+      if (target == store::DType::kF32) {
+        encoded = std::as_bytes(std::span<const float>(floats_));
+      } else {
+        encoded_.resize(n * 2);
+        if (auto bad = store::ConvertFromF32(target, floats_, encoded_, overflow_)) {
+          std::string value = kind == "f64"
+                                  ? std::to_string(reinterpret_cast<const double*>(src)[*bad])
+                                  : std::to_string(floats_[*bad]);
+          return Status::OutOfRange("table '" + writer_->path() + "': value " + value +
+                                    " at row " + std::to_string(first_row + *bad / dim) +
+                                    ", column " + std::to_string(*bad % dim) + " is too large for " +
+                                    std::string(store::DTypeName(target)) +
+                                    " (`on_overflow` inf stores it as infinity)");
+        }
+        encoded = encoded_;
+      }
+    }
+    if (!keys) return writer_->AppendRows(encoded);
+    std::vector<std::string_view> views(keys->begin(), keys->end());
+    EMBSTORE_ASSIGN_OR_RETURN(auto r, writer_->AppendKeyedRows(encoded, views));
+    if (r.refused) {
+      const std::string& k = (*keys)[r.refused->index];
+      return Status::AlreadyExists("table '" + writer_->path() + "': key '" + k + "' of row " +
+                                   std::to_string(first_row + r.refused->index) +
+                                   " repeats row " + std::to_string(r.refused->first_row) +
+                                   "; keys must be unique");
+    }
+    return Status::OK();
+  }
+
+  std::unique_ptr<objstore::TableDestination> dest_;
+  std::unique_ptr<store::TableWriter> writer_;
+  store::OverflowPolicy overflow_ = store::OverflowPolicy::kError;
+  std::vector<float> floats_;
+  std::vector<std::byte> encoded_;
+};
+
+// A shard manifest (docs/DEPLOY.md) for shards just written, checked by the reader's own rules
+// and published atomically at `path` (a local file; refused when it exists without `overwrite`).
+void WriteShardManifest(const std::string& path, const std::string& table, std::uint64_t rows,
+                        std::uint64_t dim, const std::string& dtype,
+                        const std::vector<std::tuple<std::uint64_t, std::uint64_t, std::string,
+                                                     std::string>>& shards,
+                        bool overwrite) {
+  client::ShardManifest m;
+  m.origin = path;
+  m.table = table;
+  m.rows = rows;
+  m.dim = dim;
+  auto t = store::ParseDType(dtype);
+  if (!t) Raise(Status::InvalidArgument("dtype must be F32, F16 or BF16, not '" + dtype + "'"));
+  m.dtype = *t;
+  for (const auto& [begin, end, target, name] : shards) {
+    client::ShardSpec spec;
+    spec.begin = begin;
+    spec.end = end;
+    spec.target = target;
+    spec.table = name;
+    m.shards.push_back(std::move(spec));
+  }
+  const std::string text = client::FormatShardManifest(m);
+  WithoutGil([&]() -> Result<bool> {
+    EMBSTORE_RETURN_NOT_OK(client::ParseShardManifest(text, path).status());
+    EMBSTORE_ASSIGN_OR_RETURN(auto file, AtomicFile::Create(path, overwrite));
+    EMBSTORE_RETURN_NOT_OK(file->Append(text));
+    EMBSTORE_RETURN_NOT_OK(file->Commit());
+    return true;
+  });
+}
+
+// embstore.convert: convert::Convert to any destination, with progress and Ctrl-C.
+nb::dict Convert(const std::string& input, const std::string& output,
+                 const std::string& format, const std::string& dtype,
+                 const std::optional<std::string>& delimiter, const std::string& comments,
+                 std::uint64_t skip_rows, unsigned threads, bool overwrite,
+                 const std::string& on_overflow, const std::string& on_duplicate_key,
+                 const std::map<std::string, std::string>& metadata, nb::object progress) {
+  convert::ConvertOptions o;
+  auto f = convert::ParseInputFormat(format);
+  if (!f) Raise(Status::InvalidArgument("`format` must be auto, matrix, word2vec, glove or word2vec-binary, not '" + format + "'"));
+  o.format = *f;
+  auto t = store::ParseDType(dtype);
+  if (!t) Raise(Status::InvalidArgument("dtype must be f32, f16 or bf16, not '" + dtype + "'"));
+  o.dtype = *t;
+  if (delimiter) {
+    if (delimiter->size() != 1) {
+      Raise(Status::InvalidArgument("`delimiter` must be one character, not '" + *delimiter + "'"));
+    }
+    o.delimiter = (*delimiter)[0];
+  }
+  o.comments = comments;
+  o.skip_rows = skip_rows;
+  o.threads = threads;
+  o.overwrite = overwrite;
+  o.on_overflow = ParseOverflow(on_overflow);
+  auto d = convert::ParseDuplicateKeyPolicy(on_duplicate_key);
+  if (!d) Raise(Status::InvalidArgument("`on_duplicate_key` must be error, first or last, not '" + on_duplicate_key + "'"));
+  o.on_duplicate_key = *d;
+  o.metadata = metadata;
+  bool interrupted = false;
+  o.progress = ProgressCallback(&interrupted, progress);
+  std::optional<Result<convert::ConvertStats>> r;
+  {
+    nb::gil_scoped_release nogil;
+    r.emplace([&]() -> Result<convert::ConvertStats> {
+      EMBSTORE_ASSIGN_OR_RETURN(auto dest,
+                                objstore::TableDestination::Open(output, overwrite, "convert"));
+      EMBSTORE_ASSIGN_OR_RETURN(auto stats, convert::Convert(input, dest->local_path(), o));
+      EMBSTORE_RETURN_NOT_OK(dest->Publish().status());
+      return stats;
+    }());
+  }
+  if (interrupted && PyErr_Occurred()) throw nb::python_error();
+  const convert::ConvertStats s = Unwrap(std::move(*r));
+  nb::dict out;
+  out["path"] = output;
+  out["format"] = std::string(convert::InputFormatName(s.format));
+  out["format_note"] = s.format_note;
+  out["rows"] = s.rows;
+  out["dim"] = s.dim;
+  out["dtype"] = std::string(store::DTypeName(s.dtype));
+  out["input_bytes"] = s.input_bytes;
+  out["output_bytes"] = s.output_bytes;
+  out["duplicate_keys"] = s.duplicate_keys;
+  out["seconds"] = s.seconds;
+  out["threads"] = s.threads;
+  out["gzip"] = s.gzip;
+  out["kernel"] = s.kernel;
+  return out;
+}
+
 // Zero pages, for the TF1 loader (embstore/tf/_graph.py).
 //
 // TensorFlow's graph optimizer folds a large zeros initializer into a constant that the session
@@ -439,17 +756,6 @@ std::size_t ReleaseZeroPrefix(const PageRange& r) {
     n += block;
   }
   return n;
-}
-
-// Any array's buffer, when it is C-contiguous (nullopt otherwise: strides are left alone).
-using AnyArray = nb::ndarray<nb::ro, nb::device::cpu>;
-std::optional<std::pair<const void*, std::size_t>> ContiguousBytes(const AnyArray& a) {
-  std::int64_t expect = 1;
-  for (std::size_t i = a.ndim(); i-- > 0;) {
-    if (a.shape(i) != 1 && a.stride(i) != expect) return std::nullopt;
-    expect *= static_cast<std::int64_t>(a.shape(i));
-  }
-  return std::make_pair(a.data(), a.nbytes());
 }
 
 std::optional<PageRange> ZeroCandidate(const AnyArray& a) {
@@ -616,6 +922,27 @@ NB_MODULE(_native, m) {
            "progress"_a = nb::none())
       .def("copy_keys", &PySource::CopyKeys, "keys"_a, "out"_a, "options"_a)
       .def("keys", &PySource::Keys, "begin"_a = 0, "end"_a = nb::none());
+
+  nb::class_<embstore::python::PyWriter>(m, "Writer")
+      .def(nb::init<const std::string&, std::uint64_t, const std::string&, bool, bool,
+                    const std::map<std::string, std::string>&, const std::string&,
+                    std::uint64_t, bool>(),
+           "dest"_a, "dim"_a, "dtype"_a, "with_keys"_a, "overwrite"_a, "metadata"_a,
+           "on_overflow"_a, "block_rows"_a = 0, "durable"_a = true)
+      .def_prop_ro("rows", &embstore::python::PyWriter::rows)
+      .def("append", &embstore::python::PyWriter::Append, "values"_a, "kind"_a,
+           "keys"_a = nb::none())
+      .def("finish", &embstore::python::PyWriter::Finish, "progress"_a = nb::none())
+      .def("abort", &embstore::python::PyWriter::Abort);
+
+  m.def("write_shard_manifest", &embstore::python::WriteShardManifest, "path"_a, "table"_a,
+        "rows"_a, "dim"_a, "dtype"_a, "shards"_a, "overwrite"_a,
+        "Writes a shard manifest of (begin, end, target, table) shards, atomically.");
+  m.def("convert", &embstore::python::Convert, "input"_a, "output"_a, "format"_a, "dtype"_a,
+        "delimiter"_a, "comments"_a, "skip_rows"_a, "threads"_a, "overwrite"_a, "on_overflow"_a,
+        "on_duplicate_key"_a, "metadata"_a, "progress"_a = nb::none(),
+        "Converts a text or word2vec file into a table at a path, s3:// or hdfs:// "
+        "(embstore::convert::Convert); returns its statistics.");
 
   nb::class_<PyTable>(m, "Table")
       .def(nb::init<const std::string&>(), "path"_a)

@@ -452,7 +452,7 @@ Status TableWriter::Finish() {
   head.resize(data_start_, ' ');  // safetensors allows trailing spaces in the header
   st = file_->WriteAt(0, AsBytes(head));
   if (!st.ok()) return Fail(st);
-  st = file_->Commit();
+  st = file_->Commit(options_.durable);
   if (!st.ok()) return Fail(st);
   finished_ = true;
   return Status::OK();

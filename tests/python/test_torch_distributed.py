@@ -138,3 +138,15 @@ def test_wrong_uses_are_clear_before_anything_is_read(make_table_bin, tmp_path):
         embstore.torch.StorageReader(table, {"w": 3})
     with pytest.raises(errors.InvalidArgumentError, match="unexpected arguments"):
         embstore.torch.StorageReader(table, {"w": "words"}, stream=2)
+
+
+def test_save_writes_each_row_range_once_with_a_manifest(tmp_path):
+    out = tmp_path / "out"
+    out.mkdir()
+    outs = run_ranks(tmp_path, "save", {"rows": ROWS, "dim": DIM, "out": str(out)})
+    for out_text in outs:
+        for name in ("save_fsdp2", "save_replicated", "save_failure_reaches_every_rank"):
+            assert f"ok {name}" in out_text, (name, out_text)
+    assert sorted(p.name for p in out.iterdir()) == [
+        "rep-0.emb", "rep.shards.json", "trained-0.emb", "trained-1.emb", "trained-2.emb",
+        "trained-3.emb", "trained.shards.json"]

@@ -267,6 +267,61 @@ def scenario_broadcast(rank, world, args):
     ok("broadcast_failure_reaches_every_rank")
 
 
+def scenario_save(rank, world, args):
+    """embstore.torch.save of sharded and replicated DTensors after a training step: each row
+    range written once, a manifest that loads back bit for bit, and errors on every rank."""
+    rows, dim, out = args["rows"], args["dim"], args["out"]
+    mesh = init_device_mesh("cpu", (world,))
+    torch.manual_seed(0)  # the same module on every rank
+    emb = torch.nn.Embedding(rows, dim)
+    fully_shard(emb, mesh=mesh)
+    opt = torch.optim.SGD(emb.parameters(), lr=0.5)
+    emb(torch.tensor([rank, rows - 1 - rank, 1000 + rank])).sum().backward()
+    opt.step()
+    want = emb.weight.full_tensor().detach()
+    keys = [f"w{i}" for i in range(rows)]
+    manifest = os.path.join(out, "trained.shards.json")
+    r = embstore.torch.save(emb, manifest, keys=keys)
+    assert r["shards"] == world and r["written"] == os.path.join(out, f"trained-{rank}.emb"), r
+    dist.barrier()
+    got = embstore.load(manifest)
+    assert np.array_equal(got, want.numpy()), "manifest round trip"
+    assert np.array_equal(embstore.load(manifest, keys=["w5", f"w{rows - 1}"]),
+                          want.numpy()[[5, rows - 1]])
+    back = dzeros((rows, dim), device_mesh=mesh, placements=[Shard(0)])
+    embstore.torch.load_sharded(back, manifest)
+    assert torch.equal(back.full_tensor(), want)
+    ok("save_fsdp2")
+
+    # Replicated: the full table is written once, by rank 0.
+    rep = distribute_tensor(want, mesh, [Replicate()])
+    r = embstore.torch.save(rep, os.path.join(out, "rep.shards.json"), dtype="bf16")
+    assert r["shards"] == 1 and (r["written"] is not None) == (rank == 0), r
+    dist.barrier()
+    assert np.array_equal(embstore.load(os.path.join(out, "rep.shards.json"), dtype="float32"),
+                          want.to(torch.bfloat16).float().numpy())
+    ok("save_replicated")
+
+    # An existing manifest without force=True: every rank refuses, nothing is written.
+    before = sorted(os.listdir(out))
+    dist.barrier()
+    with pytest.raises(embstore.errors.AlreadyExistsError, match="force=True"):
+        embstore.torch.save(emb, manifest)
+    dist.barrier()
+    assert sorted(os.listdir(out)) == before
+    # One rank's rows fail (a value too large for f16 on rank 1 only): every rank raises, rank 1
+    # its own error, the others naming it; no manifest, and no shard left behind.
+    bad = distribute_tensor(want.clone(), mesh, [Shard(0)])
+    if rank == 1:
+        bad.to_local()[3, 2] = 1e6
+    with pytest.raises((embstore.errors.OutOfRangeError, embstore.errors.FailedPreconditionError)) as e:
+        embstore.torch.save(bad, os.path.join(out, "bad.shards.json"), dtype="f16")
+    assert ("too large for F16" in str(e.value)) if rank == 1 else "[1]" in str(e.value), e.value
+    dist.barrier()
+    assert not [f for f in os.listdir(out) if f.startswith("bad")], os.listdir(out)
+    ok("save_failure_reaches_every_rank")
+
+
 def main():
     rank, world, init_file, scenario, raw = sys.argv[1:6]
     rank, world = int(rank), int(world)

@@ -15,6 +15,8 @@ past 2 GB the graph cannot be built at all. Everything here feeds the values at 
   reference (source, table, rows), never the array, and keras.models.load_model takes the
   weights from the file without contacting the source.
 - tf.data: dataset(source, table) streams rows.
+- save(session, variable, dest): the trained variable written back as a table (graph mode,
+  eager, Keras weights, partitioned variables), a chunk at a time.
 
 Partitioned variables (tf.compat.v1 partitioners, tf.distribute ShardedVariable) load each
 partition's own row range. Under ParameterServerStrategy, assign() has each ps task load the
@@ -36,5 +38,6 @@ from ._data import dataset  # noqa: E402
 from ._eager import assign  # noqa: E402
 from ._graph import init_hook, initialize, scaffold  # noqa: E402
 from ._keras import EmbstoreInitializer, Initializer  # noqa: E402,F401
+from ._save import save  # noqa: E402
 
-__all__ = ["Initializer", "assign", "dataset", "init_hook", "initialize", "scaffold"]
+__all__ = ["Initializer", "assign", "dataset", "init_hook", "initialize", "save", "scaffold"]

@@ -45,7 +45,10 @@ class AtomicFile {
     return Append(std::as_bytes(std::span<const char>(s.data(), s.size())));
   }
 
-  Status Commit();
+  // `durable`: fsync the file before the rename and the directory after it, so the file survives
+  // a crash of the machine once Commit returns. Without it the rename is still atomic for every
+  // reader, but a power loss may lose the file (what np.save and most writers promise).
+  Status Commit(bool durable = true);
   void Abort();
 
  private:

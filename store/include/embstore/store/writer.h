@@ -58,6 +58,9 @@ struct WriterOptions {
   std::uint64_t block_rows = 0;  // rows per checksum block; 0 picks DefaultBlockRows()
   // For AppendKeyedRows (with_keys): what a repeated key does.
   DuplicateKeyPolicy on_duplicate_key = DuplicateKeyPolicy::kError;
+  // fsync the table before publishing it (AtomicFile::Commit): it survives a machine crash once
+  // Finish() returns. false skips that wait; the table still appears whole or not at all.
+  bool durable = true;
   std::optional<SourceInfo> source;
   std::string creator;  // default: "embstore <version>"
   // User metadata, stored verbatim. Keys must be non-empty and must not start with "embstore.".
