@@ -135,7 +135,7 @@ if ((tf215_ready)); then
   EMBSTORE_BUILD_DIR="$ROOT/build/dev" .venv-tf215/bin/python -m pytest --basetemp="$tf215_tmp/t" \
     tests/python_tf215 tests/python/test_python_tf.py tests/python/test_python_tf_keras2.py \
     tests/python/test_python_tf_restart.py tests/python/test_python_tf_distributed.py \
-    tests/python/test_examples.py >"$tf215_out" 2>&1 &
+    tests/python/test_examples.py tests/python/test_save_tf.py >"$tf215_out" 2>&1 &
   tf215_test_pid=$!
 fi
 

@@ -388,8 +388,8 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
         keys = _check_keys(keys)
         if not desc["has_keys"]:
             raise InvalidArgumentError(
-                f"table {name!r} has no keys (it was converted from a matrix without tokens), "
-                f"so keys= cannot look rows up; load rows= instead")
+                f"table {name!r} has no keys (converted from a matrix without tokens, or saved "
+                f"without keys=), so keys= cannot look rows up; load rows= instead")
         return _load_keys(src, table, desc, keys, missing, out_dtype, how, verify, local)
     begin, end = _row_range(rows, desc["rows"])
     if out is None:

@@ -37,6 +37,8 @@ def _dtype_name(dtype):
     """'float32', 'bfloat16', ... for a numpy, torch or TensorFlow dtype, or a string."""
     if isinstance(dtype, str):
         return dtype
+    if isinstance(dtype, type) and issubclass(dtype, np.generic):
+        return np.dtype(dtype).name  # np.float16
     name = getattr(dtype, "name", None)  # numpy and TensorFlow dtypes
     if isinstance(name, str):
         return name

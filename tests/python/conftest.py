@@ -178,3 +178,39 @@ def wait_for_table(target, name, timeout=10.0):
         if time.monotonic() > deadline:
             raise TimeoutError(f"server {target} never listed table {name!r}")
         time.sleep(0.05)
+
+
+def check_python_writers_to(url_of, tmp_path, monkeypatch):
+    """embstore.save and embstore.convert to an object store (s3:// or hdfs://; `url_of(name)`
+    gives a new object's URL): round trips, no-clobber without force=True, an error mid-save
+    leaving no object and no scratch file behind."""
+    import embstore
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    a = np.random.default_rng(9).standard_normal((30_000, 40)).astype(np.float32)  # 4.8 MB
+    keys = [f"k{i}" for i in range(len(a))]
+    url = url_of("saved.emb")
+    r = embstore.save(a, url, keys=keys, metadata={"step": "1200"})
+    assert r["path"] == url and r["uploaded_bytes"] > a.nbytes
+    np.testing.assert_array_equal(embstore.load(url), a)
+    np.testing.assert_array_equal(embstore.load(url, keys=["k29999", "k0"]), a[[29999, 0]])
+    with pytest.raises(embstore.errors.AlreadyExistsError, match="force=True"):
+        embstore.save(a[:10], url)
+    embstore.save(a[:10], url, force=True, dtype="bf16")
+    assert embstore.load(url).shape == (10, 40)
+    # An error mid-save (an overflow in the last chunk): the message names the URL, not the
+    # scratch file, and no object appears.
+    bad = a.copy()
+    bad[29_000, 3] = 1e9
+    bad_url = url_of("bad.emb")
+    with pytest.raises(embstore.errors.OutOfRangeError, match=rf"'{bad_url}'.*row 29000, column 3"):
+        embstore.save(bad, bad_url, dtype="f16", chunk_rows=4096)
+    with pytest.raises(embstore.errors.NotFoundError):
+        embstore.load(bad_url)
+    text = tmp_path / "m.txt"
+    np.savetxt(text, a[:500], fmt="%.9g")
+    s = embstore.convert(text, url_of("converted.emb"))
+    assert s["rows"] == 500
+    np.testing.assert_array_equal(embstore.load(url_of("converted.emb")), a[:500])
+    assert list(scratch.iterdir()) == []

@@ -15,7 +15,7 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import (ROOT, expected_matrix, flip_bits, savetxt_matrix, wait_for_table,
+from conftest import (ROOT, check_python_writers_to, expected_matrix, flip_bits, savetxt_matrix, wait_for_table,
                       wait_for_version, write_table)
 
 sys.path.insert(0, str(ROOT / "bench"))
@@ -88,6 +88,10 @@ def test_convert_into_hdfs_then_every_reader(embstore_bin, hdfs, tmp_path):
         listing = json.load(r)
     names = [s["pathSuffix"] for s in listing["FileStatuses"]["FileStatus"]]
     assert names == ["m1.emb"]
+
+
+def test_python_writers_to_hdfs(hdfs, tmp_path, monkeypatch):
+    check_python_writers_to(lambda name: f"{hdfs.url}/written/{name}", tmp_path, monkeypatch)
 
 
 def test_python_and_torch_load_only_the_blocks_they_read(embstore_bin, make_table_bin, hdfs,

@@ -56,7 +56,7 @@ def _graph_readers(session, parts, name):
             def read(b, n, p=p, cache=cache):
                 if "value" not in cache:
                     cache.clear()
-                    cache["value"] = session.run(p.value() if hasattr(p, "value") else p)
+                    cache["value"] = session.run(p)  # its existing read op: no new op
                 return cache["value"][b:b + n]
             readers.append(read)
         return readers
