@@ -23,6 +23,7 @@ PROGRAMS = {
     "object-store": ("harness.contenders.object_store", "run_case"),
     "hdfs-download": ("harness.contenders.hdfs", "download"),
     "hdfs-load": ("harness.contenders.hdfs", "load"),
+    "writer": ("harness.contenders.writers", "save"),
 }
 
 

@@ -327,6 +327,25 @@ def _hdfs(results):
     return lines
 
 
+def _writers(results):
+    w = results.get("writers")
+    if not w or not w.get("cases"):
+        return []
+    lines = ["### Writing the seed matrix back out", "",
+             f"The seed matrix ({w['rows']:,} x {w['dim']} float32) held by a trainer, written to "
+             f"a local file on a disk ({w['disk']}), each case in a fresh process, best of 3; the "
+             "matrix (a numpy array, a torch tensor, a TF1 graph-mode variable) is made first and "
+             "not timed. `durable=False` publishes the table as np.save leaves its file (in the "
+             "page cache); the durable cases fsync before they return. Extra RSS is the peak "
+             "resident memory the write added above what the process held.", "",
+             "| writer | seconds | GB/s | extra RSS MiB |", "|---|---:|---:|---:|"]
+    for case, r in w["cases"].items():
+        lines.append(f"| {case} | {r['seconds']:.2f} | {r['bytes'] / r['seconds'] / 1e9:.2f} | "
+                     f"{r.get('extra_rss_mib', 0):.0f} |")
+    lines.append("")
+    return lines
+
+
 def _distributed(results):
     distributed = results.get("distributed")
     if not distributed:
@@ -398,7 +417,7 @@ def write_report(results, path, img_rel, phases):
         lines.append("")
     lines += ["## Absolute numbers (machine-dependent)", ""]
     for section in (_conversion, _scaling, _local_load, _serving, _seed, _trainer, _distributed,
-                    _object_store, _hdfs, _lookup, _micro):
+                    _object_store, _hdfs, _writers, _lookup, _micro):
         lines += section(results)
     lines += _how_to_run(phases)
     path.write_text("\n".join(lines))

@@ -227,6 +227,31 @@ def _hdfs(hdfs):
     return rows
 
 
+def _writers(w):
+    """embstore's writers against np.save of the same matrix, each with the same promise."""
+    cases = w.get("cases", {})
+    rows = []
+    for theirs, ours, target in [
+            ("np.save", "embstore.save (durable=False)", "target >= 1.00 (ratio)"),
+            ("np.save + fsync", "embstore.save", ""),
+            ("np.save", "embstore.torch.save (durable=False)", "target >= 1.00 (ratio)"),
+            ("np.save", "embstore.tf.save (TF1 variable, durable=False)",
+             "target >= 1.00 (ratio)"),
+            ("session.run + np.save (TF1 variable)",
+             "embstore.tf.save (TF1 variable, durable=False)", "")]:
+        t, m = get_nested(cases, theirs, "seconds"), get_nested(cases, ours, "seconds")
+        if t and m:
+            rows.append(("writers", f"seed matrix to disk: {theirs} time / {ours}", t / m,
+                         target))
+    for case in ("embstore.torch.save (durable=False)",
+                 "embstore.tf.save (TF1 variable, durable=False)"):
+        extra = get_nested(cases, case, "extra_rss_mib")
+        if extra is not None:
+            rows.append(("writers", f"{case}: peak RSS above the matrix (MiB)", extra,
+                         "target <= 64 (MiB)"))
+    return rows
+
+
 def _seed(results):
     rows = []
     seed = get_nested(results, "seed", "cases", default=[])
@@ -301,6 +326,8 @@ def headline_ratios(results):
         rows += _object_store(results["object_store"])
     if get_nested(results, "hdfs", "downloads"):
         rows += _hdfs(results["hdfs"])
+    if get_nested(results, "writers", "cases"):
+        rows += _writers(results["writers"])
     rows += _seed(results)
     rows += _micro(results)
     return rows
@@ -316,6 +343,9 @@ def where_behind(results, ratios):
         if target:
             if val < float(target.group(1)):
                 out.append(f"{desc}: {val:.2f}, short of the {target.group(1)} target.")
+        elif (cap := re.search(r"target <= ([0-9.]+) \(MiB", note)):
+            if val > float(cap.group(1)):
+                out.append(f"{desc}: {val:.0f}, over the {cap.group(1)} MiB target.")
         elif "target >= 10" in note and val < 10:
             out.append(f"{desc}: {val:.1f}x, short of the 10x target.")
         elif "target >= 1.0" in note and val < 1.0:
