@@ -20,6 +20,7 @@
 #include "command.h"
 #include "embstore/client/row_source.h"
 #include "embstore/client/sharded.h"
+#include "embstore/client/update.h"
 #include "embstore/store/format.h"
 #include "object_paths.h"
 #include "progress.h"
@@ -39,6 +40,7 @@ struct PullArgs {
   bool force = false;
   bool no_local = false;
   bool no_keys = false;
+  bool update = false;
 };
 
 // A missing object named without --table may be a prefix: say how to name a table under it.
@@ -61,7 +63,45 @@ int PullObject(const PullArgs& a, const objstore::ObjectUrl& url) {
   return kExitOk;
 }
 
-int Pull(const PullArgs& a) {
+// --update: the rows of the existing --out that differ from the source's version, fetched and
+// written into a new file renamed over it (client::UpdateFile). Returns nullopt when the file
+// must be fetched whole (said on stderr), else the exit code.
+std::optional<int> PullUpdate(const PullArgs& a, const std::string& location) {
+  if (!PathExists(a.out)) {
+    std::fprintf(stderr, "embstore pull: full fetch: '%s' does not exist yet\n", a.out.c_str());
+    return std::nullopt;
+  }
+  client::SourceOptions so;
+  so.allow_local = !a.no_local;
+  auto opened = OpenTable(location, a.table, a.client, so);
+  if (!opened.ok()) return ReportError("pull", opened.status());
+  client::UpdateFileOptions o;
+  o.read.streams = a.streams;
+  auto stats = client::UpdateFile(**opened, a.out, o);
+  if (!stats.ok()) return ReportError("pull", stats.status());
+  const client::UpdateStats& s = *stats;
+  if (s.needs_full) {
+    std::fprintf(stderr, "embstore pull: full fetch: %s\n", s.full_reason.c_str());
+    return std::nullopt;
+  }
+  const std::string version = client::FormatContentId(s.content_id);
+  if (s.up_to_date) {
+    std::printf("%s is up to date (version %s)\n", a.out.c_str(), version.c_str());
+    return kExitOk;
+  }
+  std::printf(
+      "updated %s to version %s: %llu of %llu rows changed (compared by %s), %llu blocks "
+      "refetched, %.2f MB moved (%.2f%% of the table: %.2f MB of hashes, %.2f MB of rows) in "
+      "%.2f s\n",
+      a.out.c_str(), version.c_str(), static_cast<unsigned long long>(s.changed_rows),
+      static_cast<unsigned long long>(s.rows), s.by_rows ? "row hashes" : "blocks",
+      static_cast<unsigned long long>(s.refetched_blocks), s.moved() / 1e6,
+      s.table_bytes ? 100.0 * s.moved() / s.table_bytes : 0.0, s.digest_bytes / 1e6,
+      s.row_bytes_moved / 1e6, s.seconds);
+  return kExitOk;
+}
+
+int Pull(PullArgs a) {
   const bool npy = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".npy") == 0;
   const bool emb = a.out.size() >= 4 && a.out.compare(a.out.size() - 4, 4, ".emb") == 0;
   if (!npy && !emb) {
@@ -85,6 +125,15 @@ int Pull(const PullArgs& a) {
   if (!a.manifest.empty() && *kind != client::LocationKind::kManifest) {
     return ReportError("pull", Status::InvalidArgument("--manifest '" + a.manifest +
                                                        "' is not a shard manifest (FILE.json)"));
+  }
+  if (a.update) {
+    if (!emb || !a.rows.empty() || a.no_keys) {
+      return ReportError("pull", Status::InvalidArgument(
+                                     "--update brings a whole .emb --out up to date; it takes no "
+                                     "--rows or --no-keys"));
+    }
+    if (auto done = PullUpdate(a, location)) return *done;
+    a.force = true;  // the full fetch replaces the file --update was given
   }
   const bool object =
       *kind == client::LocationKind::kObject || *kind == client::LocationKind::kObjectPrefix;
@@ -235,6 +284,10 @@ RunFn RegisterPull(CLI::App& app) {
   sub->add_flag("--no-local", args->no_local,
                 "Always stream, even when the server's file is readable on this host");
   sub->add_flag("--no-keys", args->no_keys, "With .emb output, leave the keys out");
+  sub->add_flag("--update", args->update,
+                "OUT.emb holds an earlier version: fetch only the rows that changed (by row "
+                "hashes), check every block, and replace OUT atomically; a different shape or "
+                "dtype, or a source without row hashes or checksums, means a full fetch");
   sub->footer(
       "Either --from LOCATION (and --table NAME), or --manifest FILE. With a manifest, every "
       "shard overlapping --rows loads at once (--streams each); the TLS and token flags "

@@ -33,6 +33,13 @@ class FileSource final : public RowSource {
     return internal::CopyKeysFromTable(reader_->table(), desc_.name, keys, out, options);
   }
 
+  Result<RowDigest> Digest() override { return internal::DigestOfTable(reader_->table()); }
+
+  Result<LoadStats> CopyRowIds(std::span<const std::uint64_t> ids, std::span<std::byte> out,
+                               const ReadOptions&) override {
+    return internal::CopyRowIdsFromTable(reader_->table(), desc_, ids, out);
+  }
+
   Result<std::vector<std::string>> Keys(std::uint64_t begin, std::uint64_t end) override {
     return internal::KeysFromTable(reader_->table(), desc_.name, begin, end);
   }
@@ -84,6 +91,34 @@ Result<KeyCopyResult> CopyKeysFromTable(const store::Table& t, const std::string
   }
   EMBSTORE_RETURN_NOT_OK(t.CheckIntact());
   return result;
+}
+
+Result<LoadStats> CopyRowIdsFromTable(const store::Table& t, const TableDesc& desc,
+                                      std::span<const std::uint64_t> ids,
+                                      std::span<std::byte> out) {
+  if (out.size() != ids.size() * t.row_bytes()) {
+    return Status::InvalidArgument("buffer for " + std::to_string(ids.size()) + " rows of table '" +
+                                   desc.name + "' holds " + std::to_string(out.size()) + " bytes");
+  }
+  store::CopyOptions copy;
+  copy.verify = true;
+  EMBSTORE_RETURN_NOT_OK(t.GatherRows(ids, out, copy));
+  LoadStats s;
+  s.rows = ids.size();
+  s.bytes = out.size();
+  s.local = true;
+  s.content_id = desc.content_id;
+  return s;
+}
+
+Result<RowDigest> DigestOfTable(const store::Table& t) {
+  RowDigest d;
+  d.stored = t.has_row_hashes();
+  d.row_hashes.resize(t.rows());
+  EMBSTORE_RETURN_NOT_OK(t.RowHashes(0, t.rows(), d.row_hashes));
+  d.block_checksums.resize(t.num_blocks());
+  for (std::uint64_t b = 0; b < t.num_blocks(); ++b) d.block_checksums[b] = t.BlockChecksum(b);
+  return d;
 }
 
 Result<std::vector<std::string>> KeysFromTable(const store::Table& t, const std::string& name,

@@ -65,6 +65,45 @@ class ServerSource final : public RowSource {
     return client_->Keys(desc_.name, begin, end);
   }
 
+  Result<RowDigest> Digest() override {
+    if (local_) return internal::DigestOfTable(local_->table());
+    RowDigest d;
+    EMBSTORE_RETURN_NOT_OK(client_->RowHashes(desc_.name, desc_.content_id, desc_.rows,
+                                              &d.row_hashes, &d.block_checksums, &d.bytes));
+    if (d.block_checksums.size() != desc_.num_blocks) {
+      return Status::Internal("server '" + client_->target() + "' sent " +
+                              std::to_string(d.block_checksums.size()) + " block checksums of '" +
+                              desc_.name + "', which has " + std::to_string(desc_.num_blocks) +
+                              " blocks");
+    }
+    transferred_ += d.bytes;
+    return d;
+  }
+
+  // By id, pinned to the version opened: each row comes with its checksum, which is checked.
+  Result<LoadStats> CopyRowIds(std::span<const std::uint64_t> ids, std::span<std::byte> out,
+                               const ReadOptions&) override {
+    if (local_) return internal::CopyRowIdsFromTable(local_->table(), desc_, ids, out);
+    if (out.size() != ids.size() * desc_.row_bytes) {
+      return Status::InvalidArgument("buffer for " + std::to_string(ids.size()) +
+                                     " rows of table '" + desc_.name + "' holds " +
+                                     std::to_string(out.size()) + " bytes");
+    }
+    EMBSTORE_ASSIGN_OR_RETURN(auto found, client_->LookupRows(desc_.name, ids, desc_.content_id));
+    if (found.data.size() != out.size()) {
+      return Status::Internal("server '" + client_->target() + "' sent " +
+                              std::to_string(found.data.size()) + " bytes for " +
+                              std::to_string(ids.size()) + " rows of '" + desc_.name + "'");
+    }
+    std::copy(found.data.begin(), found.data.end(), out.begin());
+    LoadStats s;
+    s.rows = ids.size();
+    s.bytes = s.wire_bytes = out.size();
+    s.content_id = desc_.content_id;
+    transferred_ += out.size();
+    return s;
+  }
+
  private:
   Result<LoadStats> Counted(Result<LoadStats> stats) {
     if (stats.ok()) transferred_ += stats->wire_bytes;

@@ -27,6 +27,15 @@ Result<KeyCopyResult> CopyKeysFromTable(const store::Table& table, const std::st
 Result<std::vector<std::string>> KeysFromTable(const store::Table& table, const std::string& name,
                                                std::uint64_t begin, std::uint64_t end);
 
+// The row hashes (stored, or computed from verified rows) and block checksums of a local table.
+Result<RowDigest> DigestOfTable(const store::Table& table);
+
+// Rows `ids` of a local table into `out` (RowSource::CopyRowIds), each row's block verified once
+// for the life of the mapping (store::Table::GatherRows).
+Result<LoadStats> CopyRowIdsFromTable(const store::Table& table, const TableDesc& desc,
+                                      std::span<const std::uint64_t> ids,
+                                      std::span<std::byte> out);
+
 // Places looked-up rows (`data`, one after another in `dtype`, for the request positions that are
 // not in `missing`) at their request positions in `out`, converting to f32 when asked.
 void ScatterLookup(std::span<const std::byte> data, const std::vector<std::uint32_t>& missing,

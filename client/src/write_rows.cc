@@ -90,4 +90,34 @@ Result<LoadStats> RowSource::WriteRows(std::uint64_t begin, std::uint64_t end, R
   return sum;
 }
 
+Result<RowDigest> RowSource::Digest() {
+  return Status::Unimplemented("a " + std::string(kind()) + " source (" + location() +
+                               ") has no row hashes to compare");
+}
+
+Result<LoadStats> RowSource::CopyRowIds(std::span<const std::uint64_t> ids,
+                                        std::span<std::byte> out, const ReadOptions& options) {
+  const std::uint64_t rb = desc_.row_bytes;
+  if (out.size() != ids.size() * rb) {
+    return Status::InvalidArgument("buffer for " + std::to_string(ids.size()) + " rows of table '" +
+                                   desc_.name + "' holds " + std::to_string(out.size()) + " bytes");
+  }
+  ReadOptions o = options;
+  o.to_f32 = false;
+  o.progress = nullptr;
+  LoadStats total;
+  for (std::size_t i = 0; i < ids.size();) {
+    std::size_t j = i + 1;
+    while (j < ids.size() && ids[j] == ids[j - 1] + 1) ++j;
+    EMBSTORE_ASSIGN_OR_RETURN(LoadStats s, CopyRows(ids[i], ids[j - 1] + 1,
+                                                    out.subspan(i * rb, (j - i) * rb), o));
+    total.wire_bytes += s.wire_bytes;
+    i = j;
+  }
+  total.rows = ids.size();
+  total.bytes = out.size();
+  total.content_id = desc_.content_id;
+  return total;
+}
+
 }  // namespace embstore::client

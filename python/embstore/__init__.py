@@ -9,7 +9,7 @@ Sources are table files (.emb), store directories, and embstore servers ("host:p
 use, so importing embstore never imports TensorFlow or PyTorch).
 """
 from . import errors
-from ._core import ALIGNMENT, Source, aligned_empty, load, numpy_dtype
+from ._core import ALIGNMENT, Source, aligned_empty, load, numpy_dtype, update
 from ._native_import import _native
 from ._save import convert, save
 
@@ -20,7 +20,7 @@ active_kernel = _native.active_kernel()
 from .errors import EmbstoreError, MissingKeysError
 
 __all__ = ["ALIGNMENT", "EmbstoreError", "MissingKeysError", "Source", "aligned_empty",
-           "active_kernel", "convert", "errors", "load", "numpy_dtype", "save", "tf", "torch"]
+           "active_kernel", "convert", "errors", "load", "numpy_dtype", "save", "tf", "torch", "update"]
 
 
 def __getattr__(name):

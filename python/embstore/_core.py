@@ -165,6 +165,13 @@ class Source:
             t.verify_rows(begin, end)
         return t.view().view(numpy_dtype(t.dtype)).reshape(t.rows, t.dim)[begin:end]
 
+    def update_into(self, table, out, *, streams=0, timeout=0.0, local=True):
+        """Brings `out` (the table's shape, its stored dtype) up to this source's version by the
+        rows that differ (client/update.h); returns the sync's statistics. needs_full in them
+        (with full_reason) means nothing was done."""
+        options = _native.ReadOptions(streams=int(streams or 0), timeout=float(timeout or 0.0))
+        return self.table(table, local).update_into(out.view(np.uint8), options)
+
     def copy_keys(self, table, keys, out, to_f32, *, verify=True, local=True):
         """The rows of `keys` into `out` ([len(keys), dim], the stored dtype, or float32 with
         to_f32), in request order; returns the indices of the keys the table lacks (their rows
@@ -324,7 +331,8 @@ def _check_keys(keys):
 
 
 def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="float32", copy=True,
-         streams=0, timeout=None, verify=True, progress=None, local=True, out=None, **connect):
+         streams=0, timeout=None, verify=True, progress=None, local=True, out=None, update=False,
+         **connect):
     """Loads a table (or part of it) into a numpy array.
 
     source: a table file path, a store directory (with `table`), a server target ("host:port" or
@@ -354,6 +362,9 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     out: an existing C-contiguous, writable numpy array of the result's shape and dtype to fill
         and return instead of a new one (reusing memory across loads saves the kernel's work of
         handing out and zeroing fresh pages, a third of a fast network load's time).
+    update: with out= holding an earlier version of the whole table in its stored dtype, fetch
+        only the rows that changed (embstore.update) instead of every row; a different shape or
+        dtype, or a source without row hashes, loads the whole table into out (with a warning).
     Connection keywords for servers: token, tls, tls_ca, tls_cert, tls_key, tls_server_name,
     rpc_timeout, and load_balancing ("pick_first" or "round_robin", for a "dns:///" target that
     resolves to a pool of servers).
@@ -369,6 +380,17 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     # The timeout bounds the whole load: connecting to a server and describing the table too.
     started = time.monotonic()
     src = Source.resolve(source, **connect)
+    if update:
+        if out is None or rows is not None or keys is not None or not copy:
+            raise InvalidArgumentError(
+                "update=True brings out= (an earlier version of the whole table) up to date: "
+                "give out=, and no rows=, keys= or copy=False")
+        stats = _update(out, src, table, streams=streams, timeout=timeout, local=local)
+        if not stats["needs_full"]:
+            return out
+        import warnings
+        warnings.warn(f"embstore.load(update=True): full fetch: {stats['full_reason']}",
+                      stacklevel=2)
     desc = src.describe(table, local, timeout=timeout)
     if timeout is not None:
         timeout = _time_left(timeout, started, src, desc)
@@ -403,6 +425,35 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
     else:
         src.read_rows(table, begin, end, out, how == "f32", **kw)
     return out
+
+
+def _update(out, source, table=None, *, streams=0, timeout=None, local=True, **connect):
+    """Brings `out`, a C-contiguous array holding an earlier version of a whole table in its
+    stored dtype, up to the version `source` holds now, fetching only the rows that changed.
+
+    The source's row hashes (stored in the table, or computed by a server) are compared with
+    out's rows; the rows that differ are fetched (each checked), and every checksum block of the
+    result is checked against the source's before anything is written into `out`, so on error
+    `out` is unchanged, and afterwards it holds exactly the source's version. A table without
+    row hashes in an object store is compared by checksum blocks instead. Returns the sync's
+    statistics: changed_rows, moved_bytes (hashes and rows), table_bytes, seconds, ...;
+    needs_full and full_reason when `out` does not have the table's shape and dtype or the
+    source cannot be compared (a shard manifest): then nothing was done.
+    """
+    src = Source.resolve(source, **connect)
+    desc = src.describe(table, local, timeout=timeout)
+    if (not isinstance(out, np.ndarray) or not out.flags.c_contiguous or
+            not out.flags.writeable):
+        raise InvalidArgumentError("update needs out= as a C-contiguous, writable numpy array")
+    want = numpy_dtype(desc["dtype"])
+    if out.shape != (desc["rows"], desc["dim"]) or out.dtype != want:
+        return {"needs_full": True, "up_to_date": False,
+                "full_reason": f"out= is {out.shape} {out.dtype}; {src.where(desc)} is now "
+                               f"({desc['rows']}, {desc['dim']}) {want}"}
+    return src.update_into(table, out, streams=streams, timeout=timeout or 0.0, local=local)
+
+
+update = _update  # the public name; load() has a parameter of the same name
 
 
 def _time_left(timeout, started, src, desc):

@@ -186,12 +186,14 @@ def _metadata(metadata):
 
 
 def write_rows(src, dest, *, keys=None, dtype=None, metadata=None, force=False,
-               on_overflow="error", chunk_rows=None, progress=None, durable=True):
+               on_overflow="error", chunk_rows=None, progress=None, durable=True,
+               row_hashes=True):
     """Writes the matrix `src` (a Rows) as a table at `dest`; returns what finish() reports."""
     dest = os.fspath(dest)
     keys = _check_keys(keys, src.rows)
     writer = _native.Writer(dest, src.dim, table_dtype(dtype, src.kind), keys is not None,
-                            bool(force), _metadata(metadata), on_overflow, 0, bool(durable))
+                            bool(force), _metadata(metadata), on_overflow, 0, bool(durable),
+                            bool(row_hashes))
     try:
         step = int(chunk_rows) if chunk_rows else max(1, CHUNK_BYTES // (src.dim * 4))
         if step < 1:

@@ -35,6 +35,7 @@
 #include "embstore/client/open_source.h"
 #include "embstore/client/row_source.h"
 #include "embstore/client/sharded.h"
+#include "embstore/client/update.h"
 #include "embstore/common/atomic_file.h"
 #include "embstore/common/option_names.h"
 #include "embstore/convert/convert.h"
@@ -292,6 +293,30 @@ class PySource {
     });
   }
 
+  // Brings `out` (the table's rows in its own dtype, an earlier version) up to this source's
+  // version by the rows that differ (client::UpdateInPlace); `out` is untouched on error.
+  nb::dict UpdateInto(OutArray out, const PyReadOptions& options) {
+    client::ReadOptions o = options.ToNative();
+    std::span<std::byte> dst = Bytes(out);
+    const client::UpdateStats s =
+        WithoutGil([&] { return client::UpdateInPlace(*source_, dst, o); });
+    nb::dict d;
+    d["up_to_date"] = s.up_to_date;
+    d["needs_full"] = s.needs_full;
+    d["full_reason"] = s.full_reason;
+    d["by_rows"] = s.by_rows;
+    d["rows"] = s.rows;
+    d["changed_rows"] = s.changed_rows;
+    d["refetched_blocks"] = s.refetched_blocks;
+    d["digest_bytes"] = s.digest_bytes;
+    d["row_bytes_moved"] = s.row_bytes_moved;
+    d["moved_bytes"] = s.moved();
+    d["table_bytes"] = s.table_bytes;
+    d["content_id"] = s.content_id;
+    d["seconds"] = s.seconds;
+    return d;
+  }
+
   std::vector<std::string> Keys(std::uint64_t begin, std::optional<std::uint64_t> end) {
     return WithoutGil([&] { return source_->Keys(begin, end.value_or(source_->desc().rows)); });
   }
@@ -382,7 +407,8 @@ class PyWriter {
  public:
   PyWriter(const std::string& dest, std::uint64_t dim, const std::string& dtype, bool with_keys,
            bool overwrite, const std::map<std::string, std::string>& metadata,
-           const std::string& on_overflow, std::uint64_t block_rows, bool durable) {
+           const std::string& on_overflow, std::uint64_t block_rows, bool durable,
+           bool row_hashes) {
     auto t = store::ParseDType(dtype);
     if (!t) Raise(Status::InvalidArgument("dtype must be f32, f16 or bf16, not '" + dtype + "'"));
     overflow_ = ParseOverflow(on_overflow);
@@ -393,6 +419,7 @@ class PyWriter {
     o.overwrite = overwrite;
     o.block_rows = block_rows;
     o.durable = durable;
+    o.row_hashes = row_hashes;
     o.metadata = metadata;
     dest_ = WithoutGil([&] { return objstore::TableDestination::Open(dest, overwrite, "save"); });
     writer_ = WithoutGil([&] { return store::TableWriter::Create(dest_->local_path(), o); });
@@ -921,14 +948,15 @@ NB_MODULE(_native, m) {
       .def("read_into", &PySource::ReadInto, "begin"_a, "end"_a, "out"_a, "options"_a,
            "progress"_a = nb::none())
       .def("copy_keys", &PySource::CopyKeys, "keys"_a, "out"_a, "options"_a)
+      .def("update_into", &PySource::UpdateInto, "out"_a, "options"_a)
       .def("keys", &PySource::Keys, "begin"_a = 0, "end"_a = nb::none());
 
   nb::class_<embstore::python::PyWriter>(m, "Writer")
       .def(nb::init<const std::string&, std::uint64_t, const std::string&, bool, bool,
                     const std::map<std::string, std::string>&, const std::string&,
-                    std::uint64_t, bool>(),
+                    std::uint64_t, bool, bool>(),
            "dest"_a, "dim"_a, "dtype"_a, "with_keys"_a, "overwrite"_a, "metadata"_a,
-           "on_overflow"_a, "block_rows"_a = 0, "durable"_a = true)
+           "on_overflow"_a, "block_rows"_a = 0, "durable"_a = true, "row_hashes"_a = true)
       .def_prop_ro("rows", &embstore::python::PyWriter::rows)
       .def("append", &embstore::python::PyWriter::Append, "values"_a, "kind"_a,
            "keys"_a = nb::none())

@@ -264,6 +264,37 @@ Result<v1::LookupResponse> Service::Lookup(const v1::LookupRequest& r) const {
   return out;
 }
 
+Result<v1::RowHashesResponse> Service::RowHashes(const v1::RowHashesRequest& r) const {
+  constexpr std::uint64_t kMaxRowsPerReply = 262144;  // 2 MiB of hashes
+  std::optional<std::uint64_t> expected;
+  if (r.has_expected_content_id()) expected = r.expected_content_id();
+  EMBSTORE_ASSIGN_OR_RETURN(auto entry, Resolve(r.table(), expected));
+  const store::Table& t = entry->table();
+  const std::uint64_t end = r.has_end_row() ? r.end_row() : t.rows();
+  if (r.begin_row() > end || end > t.rows()) {
+    return Status::OutOfRange("row hashes of rows [" + std::to_string(r.begin_row()) + ", " +
+                              std::to_string(end) + ") of " + Quote(r.table()) + ", which has " +
+                              std::to_string(t.rows()) + " rows");
+  }
+  const std::uint64_t n = std::min(end - r.begin_row(), kMaxRowsPerReply);
+  v1::RowHashesResponse out;
+  out.set_content_id(entry->content_id());
+  out.set_first_row(r.begin_row());
+  out.set_stored(t.has_row_hashes());
+  std::vector<std::uint64_t> hashes(n);
+  EMBSTORE_RETURN_NOT_OK(t.RowHashes(r.begin_row(), r.begin_row() + n, hashes)
+                             .WithContext(Quote(r.table())));
+  EMBSTORE_RETURN_NOT_OK(entry->CheckIntact());
+  out.set_row_hashes(std::string(reinterpret_cast<const char*>(hashes.data()), n * 8));
+  if (n > 0) {
+    const std::uint64_t first = r.begin_row() / t.block_rows();
+    const std::uint64_t last = (r.begin_row() + n - 1) / t.block_rows();
+    out.set_first_block(first);
+    for (std::uint64_t b = first; b <= last; ++b) out.add_block_checksums(t.BlockChecksum(b));
+  }
+  return out;
+}
+
 Result<std::unique_ptr<KeyStream>> Service::StreamKeys(const v1::StreamKeysRequest& r) const {
   std::optional<std::uint64_t> expected;
   if (r.has_expected_content_id()) expected = r.expected_content_id();

@@ -84,6 +84,7 @@ class Service {
   Result<v1::TableInfo> DescribeTable(const v1::DescribeTableRequest& request) const;
   Result<std::unique_ptr<RowStream>> StreamRows(const v1::StreamRowsRequest& request) const;
   Result<v1::LookupResponse> Lookup(const v1::LookupRequest& request) const;
+  Result<v1::RowHashesResponse> RowHashes(const v1::RowHashesRequest& request) const;
   Result<std::unique_ptr<KeyStream>> StreamKeys(const v1::StreamKeysRequest& request) const;
 
   // TableInfo of an entry; user metadata only when `with_metadata`.

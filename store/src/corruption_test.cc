@@ -152,7 +152,7 @@ TEST_F(Corruption, RejectsMissingOrForeignProfile) {
                        "not an embstore table");
   ExpectHeaderRejected([](auto& j) { j["__metadata__"]["embstore.version"] = "x"; },
                        "embstore.version");
-  ExpectHeaderRejected([](auto& j) { j["__metadata__"]["embstore.version"] = "3"; },
+  ExpectHeaderRejected([](auto& j) { j["__metadata__"]["embstore.version"] = "4"; },
                        "newer than this embstore reads", StatusCode::kUnimplemented);
   // A version 1 table knows no keys.checksums; a version 2 table with keys needs it.
   ExpectHeaderRejected([](auto& j) { j["__metadata__"]["embstore.version"] = "1"; },

@@ -180,11 +180,12 @@ Status Table::Parse() {
     const bool known = t.name == kTensorEmbedding || t.name == kTensorChecksums ||
                        t.name == kTensorKeyOffsets || t.name == kTensorKeyIndex ||
                        t.name == kTensorKeyBytes ||
-                       (t.name == kTensorKeyChecksums && v >= kFirstVersionWithKeyChecksums);
+                       (t.name == kTensorKeyChecksums && v >= kFirstVersionWithKeyChecksums) ||
+                       (t.name == kTensorRowHashes && v >= kFirstVersionWithRowHashes);
     if (!known) {
+      const bool later = t.name == kTensorKeyChecksums || t.name == kTensorRowHashes;
       return bad("unexpected tensor '" + t.name + "'" +
-                 (t.name == kTensorKeyChecksums ? " in a version " + std::to_string(v) + " table"
-                                                : std::string()));
+                 (later ? " in a version " + std::to_string(v) + " table" : std::string()));
     }
   }
   // Checks that tensor `t` has dtype `dtype`, a shape of `shape` and spans exactly its bytes.
@@ -235,6 +236,10 @@ Status Table::Parse() {
   num_blocks_ = geometry->num_blocks;
   EMBSTORE_RETURN_NOT_OK(check(*sums, "U64", 8, {num_blocks_}));
   checksums_ = base_ + data_offset_ + sums->begin;
+  if (const TensorEntry* hashes = find(kTensorRowHashes)) {
+    EMBSTORE_RETURN_NOT_OK(check(*hashes, "U64", 8, {rows_}));
+    row_hashes_ = base_ + data_offset_ + hashes->begin;
+  }
 
   const TensorEntry* koff = find(kTensorKeyOffsets);
   const TensorEntry* kidx = find(kTensorKeyIndex);
@@ -483,6 +488,42 @@ Status Table::VerifyKeys() const {
   return Status::OK();
 }
 
+std::uint64_t Table::StoredRowHash(std::uint64_t row) const {
+  return LoadU64(row_hashes_ + 8 * row);
+}
+
+Status Table::RowHashes(std::uint64_t begin, std::uint64_t end,
+                        std::span<std::uint64_t> out) const {
+  if (begin > end || end > rows_ || out.size() != end - begin) {
+    return Status::InvalidArgument("'" + path_ + "': row hashes of rows " + Range(begin, end) +
+                                   " of " + std::to_string(rows_) + " into " +
+                                   std::to_string(out.size()) + " values");
+  }
+  if (row_hashes_ != nullptr) {
+    for (std::uint64_t r = begin; r < end; ++r) out[r - begin] = StoredRowHash(r);
+  } else {
+    EMBSTORE_RETURN_NOT_OK(VerifyRowsOnce(begin, end));
+    const std::byte* rows = base_ + data_offset_;
+    for (std::uint64_t r = begin; r < end; ++r) {
+      out[r - begin] = Checksum64({rows + r * row_bytes_, row_bytes_});
+    }
+  }
+  return CheckIntact();
+}
+
+Status Table::VerifyRowHashes(std::uint64_t begin, std::uint64_t end) const {
+  if (row_hashes_ == nullptr) return Status::OK();
+  const std::byte* rows = base_ + data_offset_;
+  for (std::uint64_t r = begin; r < end && r < rows_; ++r) {
+    if (Checksum64({rows + r * row_bytes_, row_bytes_}) != StoredRowHash(r)) {
+      EMBSTORE_RETURN_NOT_OK(CheckIntact());
+      return Status::Corruption("'" + path_ + "': the stored hash of row " + std::to_string(r) +
+                                " does not match the row (row_hashes is corrupt)");
+    }
+  }
+  return CheckIntact();
+}
+
 Status Table::VerifyAll(const ProgressFn& progress) const {
   const std::uint64_t total = rows_ * row_bytes_;
   const std::uint64_t step =
@@ -491,6 +532,7 @@ Status Table::VerifyAll(const ProgressFn& progress) const {
     const std::uint64_t last_block = num_blocks_ - b <= step ? num_blocks_ - 1 : b + step - 1;
     const std::uint64_t end = BlockRange(last_block).second;
     EMBSTORE_RETURN_NOT_OK(VerifyRows(BlockRange(b).first, end));
+    EMBSTORE_RETURN_NOT_OK(VerifyRowHashes(BlockRange(b).first, end));
     if (progress && !progress(end * row_bytes_, total)) {
       return Status::Cancelled("verification of '" + path_ + "' cancelled");
     }

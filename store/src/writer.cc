@@ -50,8 +50,8 @@ std::span<const std::byte> AsBytes(const std::vector<std::uint64_t>& v) {
 // The header's tensor list for the given sizes; used both to reserve room (with the widest
 // numbers) and to write the final header.
 std::vector<TensorEntry> Tensors(DType dtype, std::uint64_t rows, std::uint64_t dim,
-                                 std::uint64_t blocks, bool keys, std::uint64_t slots,
-                                 std::uint64_t key_bytes, bool widest) {
+                                 std::uint64_t blocks, bool row_hashes, bool keys,
+                                 std::uint64_t slots, std::uint64_t key_bytes, bool widest) {
   constexpr std::uint64_t W = ~std::uint64_t{0};
   std::vector<TensorEntry> t;
   std::uint64_t off = 0;
@@ -64,6 +64,7 @@ std::vector<TensorEntry> Tensors(DType dtype, std::uint64_t rows, std::uint64_t 
   add(kTensorEmbedding, std::string(DTypeName(dtype)), {widest ? W : rows, dim},
       rows * dim * DTypeSize(dtype));
   add(kTensorChecksums, "U64", {widest ? W : blocks}, blocks * 8);
+  if (row_hashes) add(kTensorRowHashes, "U64", {widest ? W : rows}, rows * 8);
   if (keys) {
     add(kTensorKeyOffsets, "U64", {widest ? W : rows + 1}, (rows + 1) * 8);
     add(kTensorKeyIndex, "U64", {widest ? W : slots}, slots * 8);
@@ -110,7 +111,9 @@ Status TableWriter::Init() {
       {std::string(kMetaFormat), std::string(kFormatName)},
       // The lowest version that holds this table (docs/FORMAT.md, "Compatibility").
       {std::string(kMetaVersion),
-       std::to_string(options_.with_keys ? kFirstVersionWithKeyChecksums : 1)},
+       std::to_string(options_.row_hashes  ? kFirstVersionWithRowHashes
+                      : options_.with_keys ? kFirstVersionWithKeyChecksums
+                                           : 1)},
       {std::string(kMetaChecksum), std::string(kChecksumName)},
       {std::string(kMetaBlockRows), std::to_string(block_rows_)},
       {std::string(kMetaCreated),
@@ -127,8 +130,8 @@ Status TableWriter::Init() {
   for (const auto& kv : options_.metadata) metadata_.push_back(kv);
 
   // Reserve room for the largest header these options can produce: every number at its widest.
-  HeaderContent widest{metadata_, Tensors(options_.dtype, 0, options_.dim, 0, options_.with_keys, 0,
-                                          0, /*widest=*/true)};
+  HeaderContent widest{metadata_, Tensors(options_.dtype, 0, options_.dim, 0, options_.row_hashes,
+                                          options_.with_keys, 0, 0, /*widest=*/true)};
   auto json = SerializeHeader(widest);
   if (!json.ok()) return json.status().WithContext("table '" + path_ + "'");
   std::uint64_t need = 8 + json->size();
@@ -148,6 +151,11 @@ Status TableWriter::Fail(Status st) {
 }
 
 void TableWriter::HashAppended(std::span<const std::byte> encoded) {
+  if (options_.row_hashes) {  // whole rows only: AppendRows checks
+    for (std::size_t at = 0; at + row_bytes_ <= encoded.size(); at += row_bytes_) {
+      row_hashes_.push_back(Checksum64(encoded.subspan(at, row_bytes_)));
+    }
+  }
   const std::uint64_t block_bytes = block_rows_ * row_bytes_;
   while (!encoded.empty()) {
     std::uint64_t take = std::min<std::uint64_t>(block_bytes - block_fill_, encoded.size());
@@ -239,6 +247,11 @@ Status TableWriter::OverwriteRows(std::uint64_t first_row, std::span<const std::
   }
   for (std::uint64_t b = first_row / block_rows_; b <= (first_row + nrows - 1) / block_rows_; ++b) {
     dirty_blocks_.push_back(b);
+  }
+  if (options_.row_hashes) {
+    for (std::uint64_t i = 0; i < nrows; ++i) {
+      row_hashes_[first_row + i] = Checksum64(encoded.subspan(i * row_bytes_, row_bytes_));
+    }
   }
   return Status::OK();
 }
@@ -362,6 +375,10 @@ Status TableWriter::WriteTail(std::uint64_t data_end) {
     return Status::OK();
   };
   EMBSTORE_RETURN_NOT_OK(put(AsBytes(checksums_)));
+  if (options_.row_hashes) {
+    row_hashes_.resize(rows_);  // (Finish has hashed rewritten rows again)
+    EMBSTORE_RETURN_NOT_OK(put(AsBytes(row_hashes_)));
+  }
   if (!options_.with_keys) return Status::OK();
 
   std::string offsets;
@@ -439,8 +456,9 @@ Status TableWriter::Finish() {
   if (!st.ok()) return Fail(st);
 
   HeaderContent header{
-      metadata_, Tensors(options_.dtype, rows_, options_.dim, checksums_.size(), options_.with_keys,
-                         KeySlotsFor(rows_), key_bytes_.size(), false)};
+      metadata_, Tensors(options_.dtype, rows_, options_.dim, checksums_.size(),
+                         options_.row_hashes, options_.with_keys, KeySlotsFor(rows_),
+                         key_bytes_.size(), false)};
   auto json = SerializeHeader(header);
   if (!json.ok()) return Fail(json.status());
   std::string head;

@@ -6,6 +6,7 @@
 
 #include <cstring>
 
+#include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
 #include "embstore/store/table.h"
 #include "test_util.h"
@@ -324,5 +325,41 @@ TEST(Writer, KeyedRowsNeedAKeyedWriterAndOneKeyARow) {
   EXPECT_EQ(CountEntries(dir), 0);
 }
 
+TEST(WriterRowHashes, StoredHashesAreEachRowsXxh3AndVersion3) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/h.emb";
+  WriterOptions o;
+  o.dim = 3;
+  o.row_hashes = true;
+  o.block_rows = 4;
+  o.with_keys = true;
+  o.on_duplicate_key = DuplicateKeyPolicy::kLast;
+  auto w = TableWriter::Create(path, o);
+  ASSERT_TRUE(w.ok()) << w.status().ToString();
+  std::vector<float> v(30);
+  for (std::size_t i = 0; i < v.size(); ++i) v[i] = static_cast<float>(i) * 0.5f;
+  std::vector<std::string_view> keys{"a", "b", "c", "d", "e", "f", "g", "h", "i", "j"};
+  ASSERT_TRUE((*w)->AppendKeyedRows(std::as_bytes(std::span<const float>(v)), keys).ok());
+  // A repeated key under kLast rewrites row 1 in place: its stored hash follows.
+  std::vector<float> again{9, 9, 9};
+  std::vector<std::string_view> b{"b"};
+  ASSERT_TRUE((*w)->AppendKeyedRows(std::as_bytes(std::span<const float>(again)), b).ok());
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto t = Table::Open(path, {.verify = true});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_EQ((*t)->format_version(), 3);
+  ASSERT_TRUE((*t)->has_row_hashes());
+  std::vector<std::uint64_t> got(10);
+  ASSERT_TRUE((*t)->RowHashes(0, 10, got).ok());
+  for (std::uint64_t r = 0; r < 10; ++r) {
+    auto row = *(*t)->RowBytes(r, r + 1);
+    EXPECT_EQ(got[r], Checksum64(row)) << r;
+  }
+  std::vector<float> row1(3);
+  std::memcpy(row1.data(), (*(*t)->RowBytes(1, 2)).data(), 12);
+  EXPECT_EQ(row1[0], 9.0f);
+}
+
 }  // namespace
 }  // namespace embstore::store
+

@@ -98,11 +98,11 @@ namespace {
 // into a request. Every batch is pinned to the table version the first one saw.
 Result<LookupResult> LookupBatched(
     v1::EmbStore::Stub* stub, const ConnectOptions& o, const std::string& table, std::size_t n,
+    std::optional<std::uint64_t> pinned,
     const std::function<void(v1::LookupRequest*, std::size_t, std::size_t)>& fill) {
   constexpr std::size_t kMaxItems = 16384;
   constexpr std::size_t kMaxBytes = (4u << 20) - (64u << 10);
   LookupResult out;
-  std::optional<std::uint64_t> pinned;
   std::size_t i = 0;
   do {
     std::size_t batch = std::min<std::size_t>(n - i, 256);  // until the row size is known
@@ -154,8 +154,9 @@ Result<LookupResult> LookupBatched(
 }  // namespace
 
 Result<LookupResult> Client::LookupRows(const std::string& table,
-                                        std::span<const std::uint64_t> rows) {
-  return LookupBatched(impl_->stub.get(), options_, table, rows.size(),
+                                        std::span<const std::uint64_t> rows,
+                                        std::optional<std::uint64_t> expected_content_id) {
+  return LookupBatched(impl_->stub.get(), options_, table, rows.size(), expected_content_id,
                        [&](v1::LookupRequest* req, std::size_t first, std::size_t count) {
                          auto* ids = req->mutable_rows();
                          for (std::size_t j = first; j < first + count; ++j) ids->add_ids(rows[j]);
@@ -164,11 +165,49 @@ Result<LookupResult> Client::LookupRows(const std::string& table,
 
 Result<LookupResult> Client::LookupKeys(const std::string& table,
                                         std::span<const std::string> keys) {
-  return LookupBatched(impl_->stub.get(), options_, table, keys.size(),
+  return LookupBatched(impl_->stub.get(), options_, table, keys.size(), std::nullopt,
                        [&](v1::LookupRequest* req, std::size_t first, std::size_t count) {
                          auto* ks = req->mutable_keys();
                          for (std::size_t j = first; j < first + count; ++j) ks->add_keys(keys[j]);
                        });
+}
+
+Status Client::RowHashes(const std::string& table, std::uint64_t expected_content_id,
+                         std::uint64_t rows, std::vector<std::uint64_t>* row_hashes,
+                         std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes) {
+  row_hashes->clear();
+  block_checksums->clear();
+  while (row_hashes->size() < rows) {
+    grpc::ClientContext ctx;
+    internal::PrepareContext(&ctx, options_, std::nullopt, true);
+    v1::RowHashesRequest req;
+    req.set_table(table);
+    req.set_begin_row(row_hashes->size());
+    req.set_end_row(rows);
+    req.set_expected_content_id(expected_content_id);
+    v1::RowHashesResponse resp;
+    grpc::Status s = impl_->stub->RowHashes(&ctx, req, &resp);
+    if (!s.ok()) return internal::FromGrpc(s, options_.target);
+    *bytes += resp.ByteSizeLong();
+    const std::string& h = resp.row_hashes();
+    const std::uint64_t n = h.size() / 8;
+    if (resp.first_row() != row_hashes->size() || h.size() % 8 != 0 || n == 0 ||
+        n > rows - row_hashes->size()) {
+      return Status::Internal("server '" + options_.target + "' answered row hashes of '" +
+                              table + "' from row " + std::to_string(resp.first_row()) + " with " +
+                              std::to_string(h.size()) + " bytes, asked from row " +
+                              std::to_string(row_hashes->size()));
+    }
+    const std::size_t at = row_hashes->size();
+    row_hashes->resize(at + n);
+    std::memcpy(row_hashes->data() + at, h.data(), h.size());
+    // Blocks arrive once each: a reply may start inside the block the last one ended in.
+    for (int k = 0; k < resp.block_checksums_size(); ++k) {
+      const std::uint64_t b = resp.first_block() + static_cast<std::uint64_t>(k);
+      if (b == block_checksums->size()) block_checksums->push_back(resp.block_checksums(k));
+    }
+  }
+  return Status::OK();
 }
 
 Result<std::vector<std::string>> Client::Keys(const std::string& table, std::uint64_t begin,

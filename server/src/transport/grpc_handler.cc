@@ -426,6 +426,12 @@ grpc::ServerWriteReactor<grpc::ByteBuffer>* Handler::StreamRows(grpc::CallbackSe
   return new StreamCall<StreamRowsMethod>(this, ctx, req);
 }
 
+grpc::ServerUnaryReactor* Handler::RowHashes(grpc::CallbackServerContext* ctx,
+                                             const grpc::ByteBuffer* req, grpc::ByteBuffer* resp) {
+  return Unary<v1::RowHashesRequest, v1::RowHashesResponse>(
+      "RowHashes", ctx, req, resp, [this](const auto& r) { return service_->RowHashes(r); });
+}
+
 grpc::ServerWriteReactor<grpc::ByteBuffer>* Handler::StreamKeys(grpc::CallbackServerContext* ctx,
                                                                 const grpc::ByteBuffer* req) {
   return new StreamCall<StreamKeysMethod>(this, ctx, req);

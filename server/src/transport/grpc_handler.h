@@ -36,7 +36,8 @@ namespace embstore::server {
 using RawEmbStoreService = v1::EmbStore::WithRawCallbackMethod_ListTables<
     v1::EmbStore::WithRawCallbackMethod_DescribeTable<
         v1::EmbStore::WithRawCallbackMethod_StreamRows<v1::EmbStore::WithRawCallbackMethod_Lookup<
-            v1::EmbStore::WithRawCallbackMethod_StreamKeys<v1::EmbStore::Service>>>>>;
+            v1::EmbStore::WithRawCallbackMethod_StreamKeys<
+                v1::EmbStore::WithRawCallbackMethod_RowHashes<v1::EmbStore::Service>>>>>>;
 
 class StreamBase;  // a streaming call in progress (grpc_handler.cc)
 
@@ -70,6 +71,9 @@ class Handler final : public RawEmbStoreService {
                                           grpc::ByteBuffer* resp) override;
   grpc::ServerUnaryReactor* Lookup(grpc::CallbackServerContext* ctx, const grpc::ByteBuffer* req,
                                    grpc::ByteBuffer* resp) override;
+  grpc::ServerUnaryReactor* RowHashes(grpc::CallbackServerContext* ctx,
+                                      const grpc::ByteBuffer* req,
+                                      grpc::ByteBuffer* resp) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamRows(grpc::CallbackServerContext* ctx,
                                                          const grpc::ByteBuffer* req) override;
   grpc::ServerWriteReactor<grpc::ByteBuffer>* StreamKeys(grpc::CallbackServerContext* ctx,

@@ -58,8 +58,17 @@ class Client {
   // inode, size, mtime and content id); NotFound otherwise. The zero-copy path.
   Result<std::shared_ptr<const store::Table>> OpenLocal(const TableDesc& desc);
 
-  Result<LookupResult> LookupRows(const std::string& table, std::span<const std::uint64_t> rows);
+  // Rows by id, each checked against the checksum the server sends with it; with
+  // `expected_content_id`, only that version (FailedPrecondition otherwise).
+  Result<LookupResult> LookupRows(const std::string& table, std::span<const std::uint64_t> rows,
+                                  std::optional<std::uint64_t> expected_content_id = std::nullopt);
   Result<LookupResult> LookupKeys(const std::string& table, std::span<const std::string> keys);
+
+  // The row hashes and block checksums of version `expected_content_id` of a table of `rows`
+  // rows (RowHashes RPCs of up to 262144 rows each); *bytes grows by the replies' size.
+  Status RowHashes(const std::string& table, std::uint64_t expected_content_id, std::uint64_t rows,
+                   std::vector<std::uint64_t>* row_hashes,
+                   std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes);
 
   // Keys of rows [begin, end) (end: nullopt for all), in row order.
   Result<std::vector<std::string>> Keys(const std::string& table, std::uint64_t begin = 0,

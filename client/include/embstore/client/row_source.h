@@ -50,6 +50,17 @@ struct KeyCopyResult {
   std::vector<std::uint32_t> missing;
 };
 
+// What a delta sync compares (update.h), of the version a source pinned: each row's XXH3-64 and
+// each checksum block's checksum.
+struct RowDigest {
+  // One per row; empty when the source cannot give them without reading every row (an object
+  // whose table stores no row hashes): a sync then compares whole blocks.
+  std::vector<std::uint64_t> row_hashes;
+  std::vector<std::uint64_t> block_checksums;  // one per checksum block
+  bool stored = false;     // the row hashes came from the table's row_hashes tensor
+  std::uint64_t bytes = 0;  // bytes brought here to get them
+};
+
 // Where RowSource::WriteRows puts rows: an output that takes writes by offset, such as a file.
 class RowSink {
  public:
@@ -112,6 +123,19 @@ class RowSource {
   // Keys of rows [begin, end), in row order (checked against their checksums when the table has
   // them). FailedPrecondition when the table has no keys.
   virtual Result<std::vector<std::string>> Keys(std::uint64_t begin, std::uint64_t end) = 0;
+
+  // The row hashes and block checksums of the pinned version (docs/FORMAT.md, "Row hashes";
+  // PROTOCOL.md, "Row hashes"). Unimplemented for sources that have none to give (a sharded
+  // table).
+  virtual Result<RowDigest> Digest();
+
+  // Rows `ids` (ascending, each < rows) into `out`, one after another, in the table's dtype
+  // (ids.size() * row_bytes bytes), every row checked (against its block's checksum, or its own
+  // hash) before it counts; LoadStats::wire_bytes says what moved. By default runs of
+  // consecutive ids are read with CopyRows; servers send the rows by id, objects fetch the rows'
+  // bytes and check each against its stored hash.
+  virtual Result<LoadStats> CopyRowIds(std::span<const std::uint64_t> ids, std::span<std::byte> out,
+                                       const ReadOptions& options);
 
  protected:
   TableDesc desc_;

@@ -20,13 +20,16 @@ inline constexpr std::uint64_t kDataAlignment = 4096;
 inline constexpr std::uint64_t kMaxHeaderBytes = 100u << 20;
 
 // "Profile": the newest version this code reads and writes. Writers use the lowest version that
-// holds the table: 2 for tables with keys (keys.checksums), 1 for tables without.
-inline constexpr int kFormatVersion = 2;
+// holds the table: 3 for tables with row hashes, 2 for tables with keys (keys.checksums), 1 for
+// the rest.
+inline constexpr int kFormatVersion = 3;
 inline constexpr int kFirstVersionWithKeyChecksums = 2;
+inline constexpr int kFirstVersionWithRowHashes = 3;
 
 // "Tensors": names of the tensors in the data buffer, in the order they lie there.
 inline constexpr std::string_view kTensorEmbedding = "embedding";
 inline constexpr std::string_view kTensorChecksums = "checksums";
+inline constexpr std::string_view kTensorRowHashes = "row_hashes";  // version 3, optional
 inline constexpr std::string_view kTensorKeyOffsets = "keys.offsets";
 inline constexpr std::string_view kTensorKeyIndex = "keys.index";
 inline constexpr std::string_view kTensorKeyBytes = "keys.bytes";

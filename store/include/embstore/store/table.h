@@ -107,7 +107,7 @@ class Table {
   // The same, but a block that passed once is not hashed again for the life of this Table (the
   // mapping): lookups of scattered rows pay for each touched block once, not once per row.
   Status VerifyRowsOnce(std::uint64_t begin, std::uint64_t end) const;
-  // Every block, then the keys (VerifyKeys).
+  // Every block, then the stored row hashes against the rows, then the keys (VerifyKeys).
   Status VerifyAll(const ProgressFn& progress = nullptr) const;
   // Checks `bytes`, the rows of checksum block `block` held somewhere other than this mapping (a
   // download on its way into the file), against the block's checksum: the same check and the
@@ -120,6 +120,20 @@ class Table {
   // verified first (VerifyRowsOnce). Checks the mapping afterwards (CheckIntact).
   Status GatherRows(std::span<const std::uint64_t> rows, std::span<std::byte> out,
                     const CopyOptions& options = {}) const;
+
+  // Row hashes (docs/FORMAT.md, "Row hashes"): XXH3-64 of each row's bytes, stored by writers
+  // that were asked for them (version 3), for delta syncs.
+  bool has_row_hashes() const { return row_hashes_ != nullptr; }
+  // The stored hash of `row`. Precondition: has_row_hashes() && row < rows(). Unverified: a
+  // wrong one can only make a delta sync fetch a row it did not need or skip one, which the sync's
+  // block check then catches (client/update.h).
+  std::uint64_t StoredRowHash(std::uint64_t row) const;
+  // Hashes of rows [begin, end) into `out` (end - begin values): the stored ones when the table
+  // has them, else computed from the rows, whose blocks are verified first (VerifyRowsOnce).
+  Status RowHashes(std::uint64_t begin, std::uint64_t end, std::span<std::uint64_t> out) const;
+  // Checks the stored row hashes of rows [begin, end) against the rows (OK without any):
+  // Corruption naming the first row whose hash differs.
+  Status VerifyRowHashes(std::uint64_t begin, std::uint64_t end) const;
 
   // Keys (only when has_keys()).
   bool has_keys() const { return has_keys_; }
@@ -164,6 +178,7 @@ class Table {
   std::uint64_t block_bytes_ = 0;  // the largest block's size (TableGeometry)
   std::uint64_t num_blocks_ = 0;
   const std::byte* checksums_ = nullptr;
+  const std::byte* row_hashes_ = nullptr;  // rows u64 (version 3, optional), else null
   bool has_keys_ = false;
   const std::byte* key_offsets_ = nullptr;  // rows+1 u64, little-endian, unaligned
   const std::byte* key_index_ = nullptr;    // key_slots_ u64

@@ -54,6 +54,9 @@ struct WriterOptions {
   DType dtype = DType::kF32;
   std::uint64_t dim = 0;         // required: values per row, > 0
   bool with_keys = false;        // every row gets exactly one key (AppendKeys)
+  // Store each row's XXH3-64 (docs/FORMAT.md, "Row hashes"; format version 3), so a later
+  // version can be synced by the rows that changed. Kept in memory until Finish(): 8 bytes a row.
+  bool row_hashes = false;
   bool overwrite = false;        // replace an existing file at the path, on success only
   std::uint64_t block_rows = 0;  // rows per checksum block; 0 picks DefaultBlockRows()
   // For AppendKeyedRows (with_keys): what a repeated key does.
@@ -153,6 +156,7 @@ class TableWriter {
   std::unique_ptr<Hasher> hasher_;  // checksum of the block being appended
   std::uint64_t block_fill_ = 0;    // bytes of the current block hashed so far
   std::vector<std::uint64_t> checksums_;
+  std::vector<std::uint64_t> row_hashes_;  // options_.row_hashes: one per appended row
   std::vector<std::uint64_t> dirty_blocks_;  // rewritten by OverwriteRows; rehashed at Finish
   std::string key_bytes_;
   std::vector<std::uint64_t> key_ends_;  // end offset of each key in key_bytes_

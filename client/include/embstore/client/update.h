@@ -1,0 +1,65 @@
+// Delta syncs: bring a copy of a table up to the version a source holds by fetching only the rows
+// that differ (docs/CLIENT.md, "Updating a copy").
+//
+// Both ways compare the source's RowDigest (each row's XXH3-64 and each block's checksum, of the
+// version the source pinned) with the copy's own rows, fetch the rows whose hashes differ
+// (RowSource::CopyRowIds, each row checked), and then check every checksum block of the result
+// against the source's block checksums; a block that still differs (a hash collision, a copy
+// damaged in memory) is fetched whole. So the result is the source's version, verified, whatever
+// the copy held. Without row hashes at the source (an object whose table stores none), whole
+// blocks whose checksums differ are fetched instead.
+//
+// A source that changes version mid-sync is FailedPrecondition (the source pins its version), and
+// the copy is left as it was.
+#ifndef EMBSTORE_CLIENT_UPDATE_H_
+#define EMBSTORE_CLIENT_UPDATE_H_
+
+#include <cstdint>
+#include <span>
+#include <string>
+
+#include "embstore/client/row_source.h"
+#include "embstore/common/status.h"
+
+namespace embstore::client {
+
+struct UpdateStats {
+  bool up_to_date = false;    // the copy already held this version: nothing fetched or written
+  // The copy could not be synced by rows (its shape or dtype differ, the source has no digest):
+  // `full_reason` says why; UpdateFile did nothing, and the caller fetches the whole table.
+  bool needs_full = false;
+  std::string full_reason;
+  bool by_rows = true;        // compared row by row (false: by checksum blocks)
+  std::uint64_t rows = 0;
+  std::uint64_t changed_rows = 0;      // rows fetched
+  std::uint64_t refetched_blocks = 0;  // blocks fetched whole after the block check
+  std::uint64_t digest_bytes = 0;      // bytes of row hashes and checksums brought here
+  std::uint64_t row_bytes_moved = 0;   // bytes of rows (and keys) brought here
+  std::uint64_t table_bytes = 0;       // the matrix's size, for the ratio
+  std::uint64_t content_id = 0;        // the version the copy now holds
+  double seconds = 0;
+  std::uint64_t moved() const { return digest_bytes + row_bytes_moved; }
+};
+
+// `rows` holds the source table's rows x row_bytes bytes in its own dtype (an earlier version);
+// afterwards it holds the source's version. needs_full when the sizes differ or the source has no
+// digest (rows untouched). On error `rows` is left as it was: fetched rows are applied only
+// once every block of the result has passed.
+Result<UpdateStats> UpdateInPlace(RowSource& source, std::span<std::byte> rows,
+                                  const ReadOptions& options = {});
+
+struct UpdateFileOptions {
+  ReadOptions read;
+  bool durable = true;  // fsync the new file before it replaces the old one
+};
+
+// `path` is a table file holding an earlier version; a new file with the source's version (its
+// rows, keys, block size and user metadata; row hashes stored) is written next to it and renamed
+// over it, so readers of `path` see the old file or the new one, never a mix. needs_full when the
+// file's shape or dtype differ from the source's or the source has no digest: nothing is written.
+Result<UpdateStats> UpdateFile(RowSource& source, const std::string& path,
+                               const UpdateFileOptions& options = {});
+
+}  // namespace embstore::client
+
+#endif  // EMBSTORE_CLIENT_UPDATE_H_

@@ -1,0 +1,304 @@
+// Delta syncs (update.h): compare the source's digest with the copy, fetch the rows that differ,
+// check every block of the result, then apply (in memory) or write a new file (UpdateFile).
+#include "embstore/client/update.h"
+
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <thread>
+#include <vector>
+
+#include "embstore/store/checksum.h"
+#include "embstore/store/dtype.h"
+#include "embstore/store/table.h"
+#include "embstore/store/writer.h"
+
+namespace embstore::client {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double Since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// XXH3-64 of each `rb`-byte row of `rows` into `out`, split over the cores.
+void HashRows(std::span<const std::byte> rows, std::size_t rb, std::span<std::uint64_t> out) {
+  const std::size_t n = out.size();
+  const unsigned threads =
+      std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(),
+                                      static_cast<unsigned>(n / 65536 + 1)));
+  auto work = [&](std::size_t lo, std::size_t hi) {
+    for (std::size_t r = lo; r < hi; ++r) out[r] = store::Checksum64(rows.subspan(r * rb, rb));
+  };
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work, n * t / threads, n * (t + 1) / threads);
+  work(0, n / threads);
+  for (auto& th : pool) th.join();
+}
+
+// The rows to fetch: those whose hash differs from the source's, or (without row hashes) every
+// row of the blocks whose checksum differs.
+std::vector<std::uint64_t> RowsToFetch(const RowDigest& d, std::span<const std::uint64_t> local,
+                                       std::span<const std::uint64_t> local_blocks,
+                                       std::uint64_t rows, std::uint64_t block_rows) {
+  std::vector<std::uint64_t> ids;
+  if (!d.row_hashes.empty()) {
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      if (local[r] != d.row_hashes[r]) ids.push_back(r);
+    }
+    return ids;
+  }
+  for (std::uint64_t b = 0; b < d.block_checksums.size(); ++b) {
+    if (local_blocks[b] == d.block_checksums[b]) continue;
+    for (std::uint64_t r = b * block_rows; r < std::min(rows, (b + 1) * block_rows); ++r) {
+      ids.push_back(r);
+    }
+  }
+  return ids;
+}
+
+// The result of a sync before it is applied: `base` (the copy's rows) with the rows `ids` taken
+// from `fetched` and whole blocks from `blocks`.
+class Patched {
+ public:
+  Patched(std::span<const std::byte> base, std::size_t rb, std::uint64_t block_rows,
+          std::span<const std::uint64_t> ids, std::span<const std::byte> fetched)
+      : base_(base), rb_(rb), br_(block_rows), ids_(ids), fetched_(fetched) {}
+
+  // XXH3-64 of block `b` (rows [first, last)) as the result holds it.
+  std::uint64_t BlockChecksum(std::uint64_t first, std::uint64_t last) const {
+    XXH3_state_t state;
+    XXH3_64bits_reset(&state);
+    std::size_t k = std::lower_bound(ids_.begin(), ids_.end(), first) - ids_.begin();
+    std::uint64_t r = first;
+    while (r < last) {
+      if (k < ids_.size() && ids_[k] == r) {
+        XXH3_64bits_update(&state, fetched_.data() + k * rb_, rb_);
+        ++k;
+        ++r;
+        continue;
+      }
+      const std::uint64_t stop = k < ids_.size() ? std::min(last, ids_[k]) : last;
+      XXH3_64bits_update(&state, base_.data() + r * rb_, (stop - r) * rb_);
+      r = stop;
+    }
+    return XXH3_64bits_digest(&state);
+  }
+
+  // Writes rows [first, last) of the result into `out`.
+  void Copy(std::uint64_t first, std::uint64_t last, std::span<std::byte> out) const {
+    std::memcpy(out.data(), base_.data() + first * rb_, (last - first) * rb_);
+    for (std::size_t k = std::lower_bound(ids_.begin(), ids_.end(), first) - ids_.begin();
+         k < ids_.size() && ids_[k] < last; ++k) {
+      std::memcpy(out.data() + (ids_[k] - first) * rb_, fetched_.data() + k * rb_, rb_);
+    }
+  }
+
+ private:
+  std::span<const std::byte> base_;
+  std::size_t rb_;
+  std::uint64_t br_;
+  std::span<const std::uint64_t> ids_;
+  std::span<const std::byte> fetched_;
+};
+
+// The digest, or needs_full when the source has none. Fills the stats' digest fields.
+Result<std::optional<RowDigest>> DigestOf(RowSource& src, UpdateStats* stats) {
+  auto d = src.Digest();
+  if (!d.ok()) {
+    if (d.status().code() != StatusCode::kUnimplemented) return d.status();
+    stats->needs_full = true;
+    stats->full_reason = d.status().message();
+    return std::optional<RowDigest>();
+  }
+  if (d->block_checksums.size() != src.desc().num_blocks ||
+      (!d->row_hashes.empty() && d->row_hashes.size() != src.desc().rows)) {
+    return Status::Internal("the digest of table '" + src.desc().name + "' from " +
+                            src.location() + " does not match its description");
+  }
+  stats->digest_bytes = d->bytes;
+  stats->by_rows = !d->row_hashes.empty();
+  return std::optional<RowDigest>(std::move(d).value());
+}
+
+// Fetches the rows `ids` (ascending) of the source, checked.
+Result<std::vector<std::byte>> Fetch(RowSource& src, std::span<const std::uint64_t> ids,
+                                     const ReadOptions& options, UpdateStats* stats) {
+  std::vector<std::byte> fetched(ids.size() * src.desc().row_bytes);
+  if (!ids.empty()) {
+    ReadOptions o = options;
+    o.to_f32 = false;
+    EMBSTORE_ASSIGN_OR_RETURN(LoadStats s, src.CopyRowIds(ids, fetched, o));
+    stats->row_bytes_moved += s.wire_bytes;
+  }
+  stats->changed_rows = ids.size();
+  return fetched;
+}
+
+// Rows [first, last) of the source, whole, checked: a block that differed after the patch.
+Status FetchBlock(RowSource& src, std::uint64_t first, std::uint64_t last, std::span<std::byte> out,
+                  const ReadOptions& options, UpdateStats* stats) {
+  ReadOptions o = options;
+  o.to_f32 = false;
+  o.verify = true;
+  o.progress = nullptr;
+  EMBSTORE_ASSIGN_OR_RETURN(LoadStats s, src.CopyRows(first, last, out, o));
+  stats->row_bytes_moved += s.wire_bytes > 0 ? s.wire_bytes : out.size();
+  ++stats->refetched_blocks;
+  return Status::OK();
+}
+
+}  // namespace
+
+Result<UpdateStats> UpdateInPlace(RowSource& src, std::span<std::byte> rows,
+                                  const ReadOptions& options) {
+  const auto start = Clock::now();
+  const TableDesc& d = src.desc();
+  UpdateStats stats;
+  stats.rows = d.rows;
+  stats.table_bytes = d.rows * d.row_bytes;
+  stats.content_id = d.content_id;
+  if (rows.size() != stats.table_bytes) {
+    stats.needs_full = true;
+    stats.full_reason = "the copy holds " + std::to_string(rows.size()) + " bytes; table '" +
+                        d.name + "' is now " + std::to_string(d.rows) + " x " +
+                        std::to_string(d.dim) + " " + std::string(store::DTypeName(d.dtype)) +
+                        " (" + std::to_string(stats.table_bytes) + " bytes)";
+    return stats;
+  }
+  EMBSTORE_ASSIGN_OR_RETURN(auto digest, DigestOf(src, &stats));
+  if (!digest) return stats;
+  const std::size_t rb = d.row_bytes;
+  const std::uint64_t br = d.block_rows;
+  std::vector<std::uint64_t> local, local_blocks;
+  if (stats.by_rows) {
+    local.resize(d.rows);
+    HashRows(rows, rb, local);
+  } else {
+    local_blocks.resize(d.num_blocks);
+    for (std::uint64_t b = 0; b < d.num_blocks; ++b) {
+      const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
+      local_blocks[b] = store::Checksum64(rows.subspan(first * rb, (last - first) * rb));
+    }
+  }
+  const std::vector<std::uint64_t> ids = RowsToFetch(*digest, local, local_blocks, d.rows, br);
+  EMBSTORE_ASSIGN_OR_RETURN(std::vector<std::byte> fetched, Fetch(src, ids, options, &stats));
+  // Every block of the result, checked before anything is applied.
+  const Patched result(rows, rb, br, ids, fetched);
+  std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> whole;
+  for (std::uint64_t b = 0; b < d.num_blocks; ++b) {
+    const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
+    if (result.BlockChecksum(first, last) == digest->block_checksums[b]) continue;
+    std::vector<std::byte> block((last - first) * rb);
+    EMBSTORE_RETURN_NOT_OK(FetchBlock(src, first, last, block, options, &stats));
+    whole.emplace_back(b, std::move(block));
+  }
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    std::memcpy(rows.data() + ids[k] * rb, fetched.data() + k * rb, rb);
+  }
+  for (const auto& [b, block] : whole) {
+    std::memcpy(rows.data() + b * br * rb, block.data(), block.size());
+  }
+  stats.up_to_date = ids.empty() && whole.empty();
+  stats.seconds = Since(start);
+  return stats;
+}
+
+Result<UpdateStats> UpdateFile(RowSource& src, const std::string& path,
+                               const UpdateFileOptions& options) {
+  const auto start = Clock::now();
+  const TableDesc& d = src.desc();
+  UpdateStats stats;
+  stats.rows = d.rows;
+  stats.table_bytes = d.rows * d.row_bytes;
+  stats.content_id = d.content_id;
+  EMBSTORE_ASSIGN_OR_RETURN(auto old, store::Table::Open(path));
+  if (old->rows() != d.rows || old->dim() != d.dim || old->dtype() != d.dtype) {
+    stats.needs_full = true;
+    stats.full_reason = "'" + path + "' is " + std::to_string(old->rows()) + " x " +
+                        std::to_string(old->dim()) + " " +
+                        std::string(store::DTypeName(old->dtype())) + "; table '" + d.name +
+                        "' is now " + std::to_string(d.rows) + " x " + std::to_string(d.dim) +
+                        " " + std::string(store::DTypeName(d.dtype));
+    return stats;
+  }
+  if (store::ContentId(*old) == d.content_id && old->has_keys() == d.has_keys) {
+    stats.up_to_date = true;
+    stats.seconds = Since(start);
+    return stats;
+  }
+  EMBSTORE_ASSIGN_OR_RETURN(auto digest, DigestOf(src, &stats));
+  if (!digest) return stats;
+  if (!stats.by_rows && old->block_rows() != d.block_rows) {
+    stats.needs_full = true;
+    stats.full_reason = "'" + path + "' has " + std::to_string(old->block_rows()) +
+                        "-row checksum blocks and table '" + d.name + "' " +
+                        std::to_string(d.block_rows) +
+                        "-row ones, and without row hashes only blocks can be compared";
+    return stats;
+  }
+  const std::size_t rb = d.row_bytes;
+  const std::uint64_t br = d.block_rows;
+  EMBSTORE_ASSIGN_OR_RETURN(std::span<const std::byte> base, old->RowBytes(0, d.rows));
+  std::vector<std::uint64_t> local, local_blocks;
+  if (stats.by_rows) {
+    local.resize(d.rows);
+    if (old->has_row_hashes()) {
+      for (std::uint64_t r = 0; r < d.rows; ++r) local[r] = old->StoredRowHash(r);
+    } else {
+      HashRows(base, rb, local);
+    }
+  } else {
+    local_blocks.resize(old->num_blocks());
+    for (std::uint64_t b = 0; b < old->num_blocks(); ++b) local_blocks[b] = old->BlockChecksum(b);
+  }
+  const std::vector<std::uint64_t> ids = RowsToFetch(*digest, local, local_blocks, d.rows, br);
+  EMBSTORE_ASSIGN_OR_RETURN(std::vector<std::byte> fetched,
+                            Fetch(src, ids, options.read, &stats));
+
+  store::WriterOptions w;
+  w.dtype = d.dtype;
+  w.dim = d.dim;
+  w.with_keys = d.has_keys;
+  w.overwrite = true;
+  w.block_rows = br;
+  w.row_hashes = true;
+  w.durable = options.durable;
+  w.metadata = d.metadata;
+  EMBSTORE_ASSIGN_OR_RETURN(auto writer, store::TableWriter::Create(path, w));
+  // Whole blocks at a time, about 16 MiB: the old rows with the fetched ones in place, each block
+  // checked against the source's checksum (fetched whole when it differs), then appended.
+  const Patched result(base, rb, br, ids, fetched);
+  const std::uint64_t blocks_per_chunk =
+      std::max<std::uint64_t>(1, (16ull << 20) / std::max<std::uint64_t>(1, br * rb));
+  std::vector<std::byte> chunk;
+  for (std::uint64_t b0 = 0; b0 < d.num_blocks; b0 += blocks_per_chunk) {
+    const std::uint64_t b1 = std::min(d.num_blocks, b0 + blocks_per_chunk);
+    const std::uint64_t first = b0 * br, last = std::min(d.rows, b1 * br);
+    chunk.resize((last - first) * rb);
+    result.Copy(first, last, chunk);
+    for (std::uint64_t b = b0; b < b1; ++b) {
+      const std::uint64_t r0 = b * br, r1 = std::min(d.rows, r0 + br);
+      const auto block = std::span<std::byte>(chunk).subspan((r0 - first) * rb, (r1 - r0) * rb);
+      if (store::Checksum64(block) == digest->block_checksums[b]) continue;
+      EMBSTORE_RETURN_NOT_OK(FetchBlock(src, r0, r1, block, options.read, &stats));
+    }
+    EMBSTORE_RETURN_NOT_OK(old->CheckIntact());
+    EMBSTORE_RETURN_NOT_OK(writer->AppendRows(chunk));
+  }
+  if (d.has_keys) {
+    EMBSTORE_ASSIGN_OR_RETURN(std::vector<std::string> keys, src.Keys(0, d.rows));
+    std::vector<std::string_view> views(keys.begin(), keys.end());
+    for (const auto& k : keys) stats.row_bytes_moved += k.size() + 4;
+    EMBSTORE_RETURN_NOT_OK(writer->AppendKeys(views));
+  }
+  EMBSTORE_RETURN_NOT_OK(writer->Finish());
+  stats.seconds = Since(start);
+  return stats;
+}
+
+}  // namespace embstore::client
