@@ -31,6 +31,8 @@ void CheckGolden(const std::string& name, DType dtype, std::uint64_t rows, std::
   for (std::uint64_t r = 0; r < rows; ++r) {
     for (std::uint64_t c = 0; c < dim; ++c) ASSERT_EQ(m[r * dim + c], Expected(r, c));
   }
+  // Version 3 goldens store row hashes; VerifyAll (at open) checked them against the rows.
+  EXPECT_EQ((*t)->has_row_hashes(), version >= 3);
   ASSERT_EQ((*t)->has_keys(), keys);
   for (std::uint64_t r = 0; keys && r < rows; ++r) {
     std::string k = key_prefix + std::to_string(r);
@@ -52,6 +54,15 @@ TEST(Golden, V2F32WithKeys) {
 }
 TEST(Golden, V2F16UnicodeKeys) {
   CheckGolden("golden_v2_f16_unicode.emb", DType::kF16, 33, 3, true, "ключ", 2);
+}
+TEST(Golden, V3F32WithKeysAndRowHashes) {
+  CheckGolden("golden_v3_f32_keys.emb", DType::kF32, 50, 8, true, "k", 3);
+}
+TEST(Golden, V3BF16RowHashes) {
+  CheckGolden("golden_v3_bf16.emb", DType::kBF16, 20, 5, false, "", 3);
+}
+TEST(Golden, V3EmptyTable) {
+  CheckGolden("golden_v3_empty.emb", DType::kF32, 0, 4, false, "", 3);
 }
 TEST(Golden, V2EmptyTable) {
   CheckGolden("golden_v2_empty.emb", DType::kF32, 0, 4, true, "k", 2);

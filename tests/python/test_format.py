@@ -80,6 +80,9 @@ def test_matrix_starts_on_a_page_and_header_is_space_padded(make_table):
     ("golden_v2_f32_keys.emb", "f32", 50, 8, "k"),
     ("golden_v2_f16_unicode.emb", "f16", 33, 3, "ключ"),
     ("golden_v2_empty.emb", "f32", 0, 4, "k"),
+    ("golden_v3_f32_keys.emb", "f32", 50, 8, "k"),
+    ("golden_v3_bf16.emb", "bf16", 20, 5, None),
+    ("golden_v3_empty.emb", "f32", 0, 4, None),
 ])
 def test_golden_files_read_with_both_readers(name, dtype, rows, dim, prefix):
     path = DATA / name

@@ -15,7 +15,7 @@ int main(int argc, char** argv) {
   CLI::App app{"Write a table file of known values (row r, col c: ((31r + 7c) % 256 - 128) / 4)"};
   std::string out, dtype = "f32";
   std::uint64_t rows = 10, dim = 4, block_rows = 0;
-  bool keys = false, unicode = false, force = false;
+  bool keys = false, unicode = false, force = false, row_hashes = false;
   app.add_option("OUT", out, "Output table file")->required();
   app.add_option("--rows", rows, "Rows");
   app.add_option("--dim", dim, "Values per row");
@@ -23,6 +23,7 @@ int main(int argc, char** argv) {
   app.add_option("--block-rows", block_rows, "Rows per checksum block (0: automatic)");
   app.add_flag("--keys", keys, "Give every row a key");
   app.add_flag("--unicode-keys", unicode, "Use non-ASCII keys");
+  app.add_flag("--row-hashes", row_hashes, "Store each row's hash (format version 3)");
   app.add_flag("--force", force, "Replace OUT if it exists");
   CLI11_PARSE(app, argc, argv);
 
@@ -35,6 +36,7 @@ int main(int argc, char** argv) {
   o.dtype = *dt;
   o.dim = dim;
   o.with_keys = keys || unicode;
+  o.row_hashes = row_hashes;
   o.overwrite = force;
   o.block_rows = block_rows;
   o.metadata["generator"] = "embstore_make_test_table";
