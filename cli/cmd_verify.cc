@@ -7,6 +7,7 @@
 
 #include "client_flags.h"
 #include "command.h"
+#include "embstore/store/checksum.h"
 #include "embstore/client/row_source.h"
 #include "embstore/store/table.h"
 #include "progress.h"
@@ -41,6 +42,10 @@ int Verify(const VerifyArgs& a) {
     return std::pair<std::uint64_t, std::uint64_t>(b0 * br, std::min(d.rows, b1 * br));
   };
   std::uint64_t bad = 0;
+  // Stored row hashes (format version 3) are checked against the rows that passed their blocks.
+  const store::Table* stored = src.local_table();
+  if (stored != nullptr && !stored->has_row_hashes()) stored = nullptr;
+  std::uint64_t bad_hashes = 0;
   for (std::uint64_t b = 0; b < blocks; b += per_window) {
     const std::uint64_t e = std::min(blocks, b + per_window);
     auto [r0, r1] = rows_of(b, e);
@@ -64,6 +69,18 @@ int Verify(const VerifyArgs& a) {
         std::fprintf(stderr, "embstore verify: %s\n", one.message().c_str());
       }
       ++bad;
+    }
+    for (std::uint64_t r = r0; st.ok() && stored != nullptr && r < r1; ++r) {
+      const auto row = std::span<const std::byte>(buf).subspan((r - r0) * d.row_bytes, d.row_bytes);
+      if (store::Checksum64(row) == stored->StoredRowHash(r)) continue;
+      progress.Finish();
+      if (bad_hashes < static_cast<std::uint64_t>(a.max_report)) {
+        std::fprintf(stderr,
+                     "embstore verify: '%s': the stored hash of row %llu does not match the row "
+                     "(row_hashes is corrupt; the rows themselves passed their checksums)\n",
+                     a.location.c_str(), static_cast<unsigned long long>(r));
+      }
+      ++bad_hashes;
     }
     progress.Update(r1 * d.row_bytes, total);
   }
@@ -90,6 +107,11 @@ int Verify(const VerifyArgs& a) {
       if (!keys_bad) keys_note = " and the keys";
     }
   }
+  if (bad_hashes > 0 && bad == 0 && !keys_bad) {
+    std::fprintf(stderr, "embstore verify: '%s': %llu stored row hashes are wrong\n",
+                 a.location.c_str(), static_cast<unsigned long long>(bad_hashes));
+    return kExitFailure;
+  }
   if (bad > 0 || keys_bad) {
     std::fprintf(stderr, "embstore verify: '%s': %llu of %llu blocks are corrupt%s\n",
                  a.location.c_str(), static_cast<unsigned long long>(bad),
@@ -101,7 +123,8 @@ int Verify(const VerifyArgs& a) {
               a.location.c_str(), static_cast<unsigned long long>(d.rows),
               static_cast<unsigned long long>(d.dim),
               std::string(store::DTypeName(d.dtype)).c_str(),
-              static_cast<unsigned long long>(blocks), keys_note.c_str(), progress.Seconds());
+              static_cast<unsigned long long>(blocks), (keys_note + (stored != nullptr ? " and row hashes" : "")).c_str(),
+              progress.Seconds());
   return kExitOk;
 }
 

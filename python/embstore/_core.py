@@ -388,6 +388,10 @@ def load(source, table=None, *, rows=None, keys=None, missing="error", dtype="fl
         stats = _update(out, src, table, streams=streams, timeout=timeout, local=local)
         if not stats["needs_full"]:
             return out
+        if stats.get("shape_changed"):
+            raise InvalidArgumentError(
+                f"update=True: {stats['full_reason']}; load it without out= (or into an array "
+                f"of its new shape)")
         import warnings
         warnings.warn(f"embstore.load(update=True): full fetch: {stats['full_reason']}",
                       stacklevel=2)
@@ -447,7 +451,7 @@ def _update(out, source, table=None, *, streams=0, timeout=None, local=True, **c
         raise InvalidArgumentError("update needs out= as a C-contiguous, writable numpy array")
     want = numpy_dtype(desc["dtype"])
     if out.shape != (desc["rows"], desc["dim"]) or out.dtype != want:
-        return {"needs_full": True, "up_to_date": False,
+        return {"needs_full": True, "up_to_date": False, "shape_changed": True,
                 "full_reason": f"out= is {out.shape} {out.dtype}; {src.where(desc)} is now "
                                f"({desc['rows']}, {desc['dim']}) {want}"}
     return src.update_into(table, out, streams=streams, timeout=timeout or 0.0, local=local)

@@ -211,7 +211,7 @@ def write_rows(src, dest, *, keys=None, dtype=None, metadata=None, force=False,
 
 
 def save(data, dest, *, keys=None, dtype=None, metadata=None, force=False, on_overflow="error",
-         chunk_rows=None, progress=None, durable=True):
+         chunk_rows=None, progress=None, durable=True, row_hashes=True):
     """Saves a matrix as a table file at `dest` (a .emb path, s3://BUCKET/KEY, hdfs://...).
 
     data: a 2-D numpy array, torch tensor, or eager TensorFlow tensor or variable (float32,
@@ -229,11 +229,14 @@ def save(data, dest, *, keys=None, dtype=None, metadata=None, force=False, on_ov
     durable: a local table is fsynced before it is published, so it survives a machine crash
     once save() returns; durable=False skips that wait (as np.save does) and the table still
     appears whole or not at all.
+    row_hashes: store each row's hash (docs/FORMAT.md, version 3: 8 bytes a row), so a copy of
+    this table can later be brought up to date by the rows that changed (embstore.update,
+    `embstore pull --update`), from an object store too.
     Returns {'path', 'rows', 'dim', 'dtype', 'uploaded_bytes'}.
     """
     return write_rows(rows_of(data), dest, keys=keys, dtype=dtype, metadata=metadata,
                       force=force, on_overflow=on_overflow, chunk_rows=chunk_rows,
-                      progress=progress, durable=durable)
+                      progress=progress, durable=durable, row_hashes=row_hashes)
 
 
 def convert(src, dest, *, format="auto", dtype="f32", delimiter=None, comments="#", skip_rows=0,

@@ -415,7 +415,8 @@ def _already_exists(path):
 
 
 def save(module_or_tensor, dest, *, keys=None, dtype=None, metadata=None, force=False,
-         on_overflow="error", chunk_rows=None, progress=None, durable=True):
+         on_overflow="error", chunk_rows=None, progress=None, durable=True,
+         row_hashes=True):
     """Writes a trained weight as a table at `dest` (.emb path, s3://, hdfs://).
 
     module_or_tensor: a 2-D tensor (CPU or CUDA; CUDA rows are copied a chunk at a time), an
@@ -428,7 +429,8 @@ def save(module_or_tensor, dest, *, keys=None, dtype=None, metadata=None, force=
     """
     t = _weight_of(module_or_tensor)
     kwargs = dict(dtype=dtype, metadata=metadata, force=force, on_overflow=on_overflow,
-                  chunk_rows=chunk_rows, progress=progress, durable=durable)
+                  chunk_rows=chunk_rows, progress=progress, durable=durable,
+                  row_hashes=row_hashes)
     if type(t).__name__ == "DTensor":
         _distributed()
         return _save_sharded(t.detach(), dest, keys, kwargs)

@@ -15,8 +15,8 @@ import urllib.request
 import numpy as np
 import pytest
 
-from conftest import (ROOT, check_python_writers_to, expected_matrix, flip_bits, savetxt_matrix, wait_for_table,
-                      wait_for_version, write_table)
+from conftest import (ROOT, check_python_writers_to, check_sync_from, expected_matrix,
+                      flip_bits, savetxt_matrix, wait_for_table, wait_for_version, write_table)
 
 sys.path.insert(0, str(ROOT / "bench"))
 from harness.hdfs_server import built as hdfs_built, hdfs_server  # noqa: E402
@@ -92,6 +92,10 @@ def test_convert_into_hdfs_then_every_reader(embstore_bin, hdfs, tmp_path):
 
 def test_python_writers_to_hdfs(hdfs, tmp_path, monkeypatch):
     check_python_writers_to(lambda name: f"{hdfs.url}/written/{name}", tmp_path, monkeypatch)
+
+
+def test_delta_sync_from_hdfs(hdfs, embstore_bin, tmp_path):
+    check_sync_from(lambda name: f"{hdfs.url}/sync/{name}", embstore_bin, tmp_path)
 
 
 def test_python_and_torch_load_only_the_blocks_they_read(embstore_bin, make_table_bin, hdfs,

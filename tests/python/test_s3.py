@@ -12,8 +12,8 @@ import sys
 import numpy as np
 import pytest
 
-from conftest import (ROOT, check_python_writers_to, expected_matrix, savetxt_matrix,
-                      wait_for_table, wait_for_version, write_table)
+from conftest import (ROOT, check_python_writers_to, check_sync_from, expected_matrix,
+                      savetxt_matrix, wait_for_table, wait_for_version, write_table)
 
 sys.path.insert(0, str(ROOT / "bench"))
 from harness.s3_server import built as s3_server_built, s3_server  # noqa: E402
@@ -194,6 +194,11 @@ def _put(server, path, url):
 def test_python_writers_to_a_bucket(s3, tmp_path, monkeypatch):
     _use_s3_in_this_process(s3, monkeypatch)
     check_python_writers_to(lambda name: f"s3://tables/written/{name}", tmp_path, monkeypatch)
+
+
+def test_delta_sync_from_a_bucket(s3, embstore_bin, tmp_path, monkeypatch):
+    _use_s3_in_this_process(s3, monkeypatch)
+    check_sync_from(lambda name: f"s3://tables/sync/{name}", embstore_bin, tmp_path, s3.env())
 
 
 def test_python_load_fetches_only_the_blocks_it_reads(s3, make_table_bin, tmp_path, monkeypatch):

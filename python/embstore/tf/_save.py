@@ -75,7 +75,8 @@ def _eager_readers(parts):
 
 
 def save(session, variable, dest, *, keys=None, dtype=None, metadata=None, force=False,
-         on_overflow="error", chunk_rows=None, progress=None, durable=True):
+         on_overflow="error", chunk_rows=None, progress=None, durable=True,
+         row_hashes=True):
     """Writes a variable's current value as a table at `dest` (.emb path, s3://, hdfs://).
 
     session: the tf.compat.v1.Session (or MonitoredSession) holding the variable in graph mode;
@@ -109,4 +110,5 @@ def save(session, variable, dest, *, keys=None, dtype=None, metadata=None, force
 
     return write_rows(Rows(rows, dim, kind, read, f"variable {name!r}"), dest, keys=keys,
                       dtype=dtype, metadata=metadata, force=force, on_overflow=on_overflow,
-                      chunk_rows=chunk_rows, progress=progress, durable=durable)
+                      chunk_rows=chunk_rows, progress=progress, durable=durable,
+                      row_hashes=row_hashes)

@@ -1,0 +1,206 @@
+"""Delta syncs: a copy of a table brought up to a new version by the rows that changed, from a
+file, a server, (test_s3.py, test_hdfs.py) object stores: `embstore.update`,
+`embstore.load(update=True)` and `embstore pull --update`. The result is always the new version
+bit for bit; only the changed rows and the hashes move; bad or stale hashes cost a block refetch,
+never a wrong row; a version change mid-sync leaves the copy as it was."""
+import json
+import os
+import shutil
+import struct
+import time
+
+import numpy as np
+import pytest
+
+import embstore
+from conftest import run, wait_for_table, wait_for_version
+from embstore import errors
+
+ROWS, DIM = 40_000, 128  # 20.5 MB, 1 MiB blocks of 2048 rows (the seed table's shape of row)
+
+
+def versions(seed=0, changed=0.01, clustered=False):
+    rng = np.random.default_rng(seed)
+    old = rng.standard_normal((ROWS, DIM)).astype(np.float32)
+    new = old.copy()
+    n = int(ROWS * changed)
+    if clustered:
+        start = rng.integers(0, ROWS - n)
+        ids = np.arange(start, start + n)
+    else:
+        ids = np.sort(rng.choice(ROWS, n, replace=False))
+    new[ids] += rng.standard_normal((n, DIM)).astype(np.float32)
+    return old, new, ids
+
+
+def _row_hashes_span(path):
+    """(offset, count) of the row_hashes tensor's bytes in a table file (docs/FORMAT.md)."""
+    with open(path, "rb") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+    b, e = header["row_hashes"]["data_offsets"]
+    return 8 + n + b, (e - b) // 8
+
+
+@pytest.mark.parametrize("clustered", [False, True])
+def test_update_in_memory_from_a_file(tmp_path, clustered):
+    old, new, ids = versions(1, clustered=clustered)
+    embstore.save(new, tmp_path / "t.emb")
+    copy = old.copy()
+    s = embstore.update(copy, tmp_path / "t.emb")
+    assert np.array_equal(copy, new)
+    assert s["changed_rows"] == len(ids) and s["by_rows"] and not s["up_to_date"]
+    again = embstore.update(copy, tmp_path / "t.emb")
+    assert again["up_to_date"] and again["changed_rows"] == 0
+
+
+def test_update_from_a_server_moves_only_hashes_and_changed_rows(server, tmp_path):
+    old, new, ids = versions(2)
+    embstore.save(old, server.store / "t.emb")
+    wait_for_table(server.unix, "t")
+    copy = embstore.load(server.unix, "t", local=False)
+    embstore.save(new, server.store / "t.emb", force=True)
+    wait_for_version(server.unix, "t", old, new, timeout=20)
+    s = embstore.update(copy, server.unix, "t", local=False)
+    assert np.array_equal(copy, new)
+    assert s["changed_rows"] == len(ids) and s["refetched_blocks"] == 0
+    # 8 bytes of hash a row, the changed rows themselves, a little framing.
+    assert s["digest_bytes"] >= 8 * ROWS and s["digest_bytes"] < 8 * ROWS * 1.01 + 4096
+    assert s["row_bytes_moved"] == len(ids) * DIM * 4
+    assert s["moved_bytes"] / s["table_bytes"] < 0.04
+    # A table saved without row hashes: the server computes them.
+    embstore.save(old, server.store / "u.emb", row_hashes=False)
+    wait_for_table(server.unix, "u")
+    copy_u = old.copy()
+    embstore.save(new, server.store / "u.emb", force=True, row_hashes=False)
+    wait_for_version(server.unix, "u", old, new, timeout=20)
+    s = embstore.update(copy_u, server.unix, "u", local=False)
+    assert np.array_equal(copy_u, new) and s["changed_rows"] == len(ids)
+    # load(update=True) returns the same array, updated.
+    stale = old.copy()
+    got = embstore.load(server.unix, "t", out=stale, update=True, local=False)
+    assert got is stale and np.array_equal(stale, new)
+
+
+def test_a_version_change_mid_sync_leaves_the_copy_as_it_was(server):
+    old, new, _ = versions(3)
+    embstore.save(old, server.store / "t.emb")
+    wait_for_table(server.unix, "t")
+    src = embstore.Source.resolve(server.unix)
+    src.describe("t", local=False)  # pins this version
+    embstore.save(new, server.store / "t.emb", force=True)
+    wait_for_version(server.unix, "t", old, new, timeout=20)
+    copy = np.zeros_like(old)
+    with pytest.raises(errors.FailedPreconditionError):
+        embstore.update(copy, src, "t", local=False)
+    assert not copy.any()
+
+
+def test_wrong_row_hashes_cost_a_block_never_a_wrong_row(tmp_path, embstore_bin):
+    old, new, ids = versions(4)
+    embstore.save(old, tmp_path / "old.emb")
+    embstore.save(new, tmp_path / "new.emb")
+    # The new table claims its first changed row is unchanged: its stored hash is the old one's.
+    off_new, _ = _row_hashes_span(tmp_path / "new.emb")
+    off_old, _ = _row_hashes_span(tmp_path / "old.emb")
+    r = int(ids[0])
+    with open(tmp_path / "old.emb", "rb") as f:
+        f.seek(off_old + 8 * r)
+        stale = f.read(8)
+    with open(tmp_path / "new.emb", "r+b") as f:
+        f.seek(off_new + 8 * r)
+        f.write(stale)
+    v = run([embstore_bin, "verify", tmp_path / "new.emb"])
+    assert v.returncode == 1 and f"hash of row {r} does not match" in v.stderr, v.stderr
+    copy = old.copy()
+    s = embstore.update(copy, tmp_path / "new.emb")
+    assert np.array_equal(copy, new)
+    assert s["refetched_blocks"] == 1 and s["changed_rows"] == len(ids) - 1
+
+
+def test_shape_or_dtype_changes_mean_a_full_fetch(tmp_path):
+    old, new, _ = versions(5)
+    embstore.save(new[:-1], tmp_path / "t.emb")
+    copy = old.copy()
+    s = embstore.update(copy, tmp_path / "t.emb")
+    assert s["needs_full"] and "is now" in s["full_reason"]
+    assert np.array_equal(copy, old)
+    with pytest.raises(errors.InvalidArgumentError, match="is now"):
+        embstore.load(tmp_path / "t.emb", out=copy, update=True)
+    assert np.array_equal(copy, old)
+    # Whatever an array of the right shape holds, it ends up as the table.
+    junk = np.full_like(new[:-1], np.nan)
+    s = embstore.update(junk, tmp_path / "t.emb")
+    assert np.array_equal(junk, new[:-1]) and s["changed_rows"] == ROWS - 1
+    with pytest.raises(errors.InvalidArgumentError, match="update=True"):
+        embstore.load(tmp_path / "t.emb", update=True)
+
+
+def test_pull_update_writes_the_new_version_atomically(server, tmp_path, embstore_bin):
+    old, new, ids = versions(6)
+    embstore.save(old, server.store / "t.emb")
+    wait_for_table(server.unix, "t")
+    out = tmp_path / "copy.emb"
+    # No copy yet: a full fetch, said so.
+    r = run([embstore_bin, "pull", "--from", server.unix, "--table", "t", "--out", out,
+             "--update", "--no-local"])
+    assert r.returncode == 0 and "full fetch" in r.stderr and "does not exist" in r.stderr
+    r = run([embstore_bin, "pull", "--from", server.unix, "--table", "t", "--out", out,
+             "--update", "--no-local"])
+    assert r.returncode == 0 and "up to date" in r.stdout, r.stdout + r.stderr
+    reader = embstore.load(out, copy=False)  # a reader holding the old file keeps it whole
+    embstore.save(new, server.store / "t.emb", force=True)
+    wait_for_version(server.unix, "t", old, new, timeout=20)
+    r = run([embstore_bin, "pull", "--from", server.unix, "--table", "t", "--out", out,
+             "--update", "--no-local"])
+    assert r.returncode == 0, r.stderr
+    assert f"{len(ids)} of {ROWS} rows changed (compared by row hashes)" in r.stdout, r.stdout
+    pct = float(r.stdout.split("MB moved (")[1].split("%")[0])
+    assert pct < 4, r.stdout
+    assert np.array_equal(embstore.load(out), new) and np.array_equal(reader, old)
+    assert run([embstore_bin, "verify", out]).returncode == 0
+    assert sorted(os.listdir(tmp_path)).count("copy.emb") == 1
+    assert not [n for n in os.listdir(tmp_path) if n.startswith(".copy.emb.tmp")]
+    # A new shape: the whole table, said so.
+    embstore.save(new[:100], server.store / "t.emb", force=True)
+    deadline = time.monotonic() + 20
+    while embstore.Source.resolve(server.unix).describe("t", local=False)["rows"] != 100:
+        assert time.monotonic() < deadline
+        time.sleep(0.1)
+    r = run([embstore_bin, "pull", "--from", server.unix, "--table", "t", "--out", out,
+             "--update", "--no-local"])
+    assert r.returncode == 0 and "full fetch" in r.stderr and "is now 100 x 128" in r.stderr
+    assert np.array_equal(embstore.load(out), new[:100])
+    bad = run([embstore_bin, "pull", "--from", server.unix, "--table", "t", "--out",
+               tmp_path / "x.npy", "--update"])
+    assert bad.returncode == 2 and "--update" in bad.stderr
+
+
+def test_pull_update_keeps_keys_and_a_local_source(tmp_path, embstore_bin):
+    old, new, ids = versions(7)
+    keys = [f"w{i}" for i in range(ROWS)]
+    embstore.save(old, tmp_path / "a.emb", keys=keys)
+    shutil.copy(tmp_path / "a.emb", tmp_path / "copy.emb")
+    embstore.save(new, tmp_path / "a.emb", keys=keys, force=True)
+    r = run([embstore_bin, "pull", "--from", tmp_path / "a.emb", "--out", tmp_path / "copy.emb",
+             "--update"])
+    assert r.returncode == 0 and f"{len(ids)} of {ROWS} rows changed" in r.stdout, r.stderr
+    assert np.array_equal(embstore.load(tmp_path / "copy.emb", keys=["w7", "w39999"]),
+                          new[[7, 39999]])
+
+
+def test_a_sharded_source_is_fetched_whole(tmp_path):
+    old, new, _ = versions(8)
+    embstore.save(new[:20000], tmp_path / "m-0.emb")
+    embstore.save(new[20000:], tmp_path / "m-1.emb")
+    manifest = {"format": "embstore-shards/1", "table": "m", "rows": ROWS, "dim": DIM,
+                "dtype": "F32", "shards": [
+                    {"begin": 0, "end": 20000, "target": "./m-0.emb", "table": "m-0"},
+                    {"begin": 20000, "end": ROWS, "target": "./m-1.emb", "table": "m-1"}]}
+    (tmp_path / "m.shards.json").write_text(json.dumps(manifest))
+    copy = old.copy()
+    s = embstore.update(copy, tmp_path / "m.shards.json")
+    assert s["needs_full"] and "no row hashes" in s["full_reason"]
+    with pytest.warns(UserWarning, match="full fetch"):
+        embstore.load(tmp_path / "m.shards.json", out=copy, update=True)
+    assert np.array_equal(copy, new)
