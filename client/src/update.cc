@@ -25,19 +25,24 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// Runs fn(lo, hi) over [0, n) split across the cores.
+template <typename Fn>
+void Parallel(std::uint64_t n, std::uint64_t min_per_thread, Fn fn) {
+  const unsigned threads = static_cast<unsigned>(std::max<std::uint64_t>(
+      1, std::min<std::uint64_t>(std::thread::hardware_concurrency(), n / min_per_thread)));
+  std::vector<std::thread> pool;
+  for (unsigned t = 1; t < threads; ++t) {
+    pool.emplace_back(fn, n * t / threads, n * (t + 1) / threads);
+  }
+  fn(std::uint64_t{0}, n / threads);
+  for (auto& th : pool) th.join();
+}
+
 // XXH3-64 of each `rb`-byte row of `rows` into `out`, split over the cores.
 void HashRows(std::span<const std::byte> rows, std::size_t rb, std::span<std::uint64_t> out) {
-  const std::size_t n = out.size();
-  const unsigned threads =
-      std::max(1u, std::min<unsigned>(std::thread::hardware_concurrency(),
-                                      static_cast<unsigned>(n / 65536 + 1)));
-  auto work = [&](std::size_t lo, std::size_t hi) {
-    for (std::size_t r = lo; r < hi; ++r) out[r] = store::Checksum64(rows.subspan(r * rb, rb));
-  };
-  std::vector<std::thread> pool;
-  for (unsigned t = 1; t < threads; ++t) pool.emplace_back(work, n * t / threads, n * (t + 1) / threads);
-  work(0, n / threads);
-  for (auto& th : pool) th.join();
+  Parallel(out.size(), 65536, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t r = lo; r < hi; ++r) out[r] = store::Checksum64(rows.subspan(r * rb, rb));
+  });
 }
 
 // The rows to fetch: those whose hash differs from the source's, or (without row hashes) every
@@ -170,15 +175,17 @@ Result<UpdateStats> UpdateInPlace(RowSource& src, std::span<std::byte> rows,
                         " (" + std::to_string(stats.table_bytes) + " bytes)";
     return stats;
   }
-  EMBSTORE_ASSIGN_OR_RETURN(auto digest, DigestOf(src, &stats));
-  if (!digest) return stats;
   const std::size_t rb = d.row_bytes;
   const std::uint64_t br = d.block_rows;
-  std::vector<std::uint64_t> local, local_blocks;
-  if (stats.by_rows) {
-    local.resize(d.rows);
-    HashRows(rows, rb, local);
-  } else {
+  // The copy's row hashes while the source's digest is on its way (most sources have row hashes;
+  // without them the blocks are compared instead).
+  std::vector<std::uint64_t> local(d.rows), local_blocks;
+  std::thread hasher([&] { HashRows(rows, rb, local); });
+  auto digest_or = DigestOf(src, &stats);
+  hasher.join();
+  EMBSTORE_ASSIGN_OR_RETURN(auto digest, std::move(digest_or));
+  if (!digest) return stats;
+  if (!stats.by_rows) {
     local_blocks.resize(d.num_blocks);
     for (std::uint64_t b = 0; b < d.num_blocks; ++b) {
       const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
@@ -187,12 +194,19 @@ Result<UpdateStats> UpdateInPlace(RowSource& src, std::span<std::byte> rows,
   }
   const std::vector<std::uint64_t> ids = RowsToFetch(*digest, local, local_blocks, d.rows, br);
   EMBSTORE_ASSIGN_OR_RETURN(std::vector<std::byte> fetched, Fetch(src, ids, options, &stats));
-  // Every block of the result, checked before anything is applied.
+  // Every block of the result, checked (on every core) before anything is applied.
   const Patched result(rows, rb, br, ids, fetched);
+  std::vector<std::uint8_t> differs(d.num_blocks, 0);
+  Parallel(d.num_blocks, 16, [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t b = lo; b < hi; ++b) {
+      const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
+      differs[b] = result.BlockChecksum(first, last) != digest->block_checksums[b];
+    }
+  });
   std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> whole;
   for (std::uint64_t b = 0; b < d.num_blocks; ++b) {
+    if (!differs[b]) continue;
     const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
-    if (result.BlockChecksum(first, last) == digest->block_checksums[b]) continue;
     std::vector<std::byte> block((last - first) * rb);
     EMBSTORE_RETURN_NOT_OK(FetchBlock(src, first, last, block, options, &stats));
     whole.emplace_back(b, std::move(block));
