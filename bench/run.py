@@ -60,7 +60,8 @@ from harness.data import (GENSIM_ROWS, SEED_DIM, SEED_ROWS, find_build_dir,  # n
                           gen_text, word2vec_form, work_dir)
 from harness.machine import machine_description  # noqa: E402
 from harness.phases import (conversion, distributed, hdfs, local, lookup,  # noqa: E402
-                            micro, object_store, scaling, seed, serving, trainer, writers)
+                            micro, object_store, scaling, seed, serving, sync, trainer,
+                            writers)
 from harness.report.publish import publish, summarize  # noqa: E402
 from harness.timing import log  # noqa: E402
 
@@ -68,9 +69,11 @@ from harness.timing import log  # noqa: E402
 PHASES = {"micro": micro.run, "conversion": conversion.run, "scaling": scaling.run,
           "local": local.run, "serving": serving.run, "seed": seed.run, "lookup": lookup.run,
           "trainer": trainer.run, "distributed": distributed.run,
-          "object_store": object_store.run, "hdfs": hdfs.run, "writers": writers.run}
+          "object_store": object_store.run, "hdfs": hdfs.run, "writers": writers.run,
+          "sync": sync.run}
 # Phases that read the seed table; they convert it themselves when conversion is skipped.
-NEED_SEED_TABLE = ("local", "serving", "seed", "lookup", "trainer", "object_store", "hdfs")
+NEED_SEED_TABLE = ("local", "serving", "seed", "lookup", "trainer", "object_store", "hdfs",
+                   "sync")
 # What a build dir must hold.
 BUILD_OUTPUTS = ["cli/embstore", "bench/embstore_gen_text", "bench/serve_bench",
                  "bench/pull_bench", "bench/convert_bench", "bench/store_bench",

@@ -24,6 +24,7 @@ PROGRAMS = {
     "hdfs-download": ("harness.contenders.hdfs", "download"),
     "hdfs-load": ("harness.contenders.hdfs", "load"),
     "writer": ("harness.contenders.writers", "save"),
+    "sync": ("harness.contenders.sync", "run_case"),
 }
 
 

@@ -114,6 +114,7 @@ Result<LoadStats> CopyRowIdsFromTable(const store::Table& t, const TableDesc& de
 Result<RowDigest> DigestOfTable(const store::Table& t) {
   RowDigest d;
   d.stored = t.has_row_hashes();
+  d.verified = !d.stored;  // computed from verified rows
   d.row_hashes.resize(t.rows());
   EMBSTORE_RETURN_NOT_OK(t.RowHashes(0, t.rows(), d.row_hashes));
   d.block_checksums.resize(t.num_blocks());

@@ -51,6 +51,7 @@ class ObjectSource final : public RowSource {
                std::unique_ptr<internal::FileReader> reader, std::string copy_path,
                std::uint64_t opened_bytes)
       : transferred_(opened_bytes),
+        opened_bytes_(opened_bytes),
         store_(std::move(store)),
         url_(std::move(url)),
         location_(url_.ToString()),
@@ -116,6 +117,7 @@ class ObjectSource final : public RowSource {
   Result<RowDigest> Digest() override {
     const store::Table& t = reader_->table();
     RowDigest d;
+    d.bytes = opened_bytes_;  // what opening fetched holds them
     d.block_checksums.resize(t.num_blocks());
     for (std::uint64_t b = 0; b < t.num_blocks(); ++b) d.block_checksums[b] = t.BlockChecksum(b);
     if (t.has_row_hashes()) {
@@ -191,7 +193,8 @@ class ObjectSource final : public RowSource {
         }
       }
     };
-    const int n = static_cast<int>(std::min<std::size_t>(2 * kFetchParallel, runs.size()));
+    // Small requests: more of them in flight than for large parts.
+    const int n = static_cast<int>(std::min<std::size_t>(4 * kFetchParallel, runs.size()));
     std::vector<std::thread> threads;
     for (int i = 1; i < n; ++i) threads.emplace_back(work);
     if (!runs.empty()) work();
@@ -413,6 +416,7 @@ class ObjectSource final : public RowSource {
   }
 
   std::atomic<std::uint64_t> transferred_;
+  std::uint64_t opened_bytes_;  // the frame: header, checksums, row hashes, keys
   std::unique_ptr<objstore::ObjectStore> store_;
   objstore::ObjectUrl url_;
   std::string location_;

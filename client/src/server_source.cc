@@ -69,7 +69,8 @@ class ServerSource final : public RowSource {
     if (local_) return internal::DigestOfTable(local_->table());
     RowDigest d;
     EMBSTORE_RETURN_NOT_OK(client_->RowHashes(desc_.name, desc_.content_id, desc_.rows,
-                                              &d.row_hashes, &d.block_checksums, &d.bytes));
+                                              &d.row_hashes, &d.block_checksums, &d.bytes,
+                                              &d.verified));
     if (d.block_checksums.size() != desc_.num_blocks) {
       return Status::Internal("server '" + client_->target() + "' sent " +
                               std::to_string(d.block_checksums.size()) + " block checksums of '" +

@@ -281,6 +281,12 @@ Result<v1::RowHashesResponse> Service::RowHashes(const v1::RowHashesRequest& r) 
   out.set_content_id(entry->content_id());
   out.set_first_row(r.begin_row());
   out.set_stored(t.has_row_hashes());
+  // Stored hashes are checked against the rows, and the rows against their blocks, once per
+  // loaded table (computed ones come from verified blocks): what is sent is vouched for.
+  if (t.has_row_hashes()) {
+    EMBSTORE_RETURN_NOT_OK(t.VerifyRowHashesOnce().WithContext(Quote(r.table())));
+  }
+  out.set_verified(true);
   std::vector<std::uint64_t> hashes(n);
   EMBSTORE_RETURN_NOT_OK(t.RowHashes(r.begin_row(), r.begin_row() + n, hashes)
                              .WithContext(Quote(r.table())));

@@ -524,6 +524,14 @@ Status Table::VerifyRowHashes(std::uint64_t begin, std::uint64_t end) const {
   return CheckIntact();
 }
 
+Status Table::VerifyRowHashesOnce() const {
+  if (row_hashes_verified_.load(std::memory_order_acquire)) return Status::OK();
+  EMBSTORE_RETURN_NOT_OK(VerifyRowsOnce(0, rows_));
+  EMBSTORE_RETURN_NOT_OK(VerifyRowHashes(0, rows_));
+  row_hashes_verified_.store(true, std::memory_order_release);
+  return Status::OK();
+}
+
 Status Table::VerifyAll(const ProgressFn& progress) const {
   const std::uint64_t total = rows_ * row_bytes_;
   const std::uint64_t step =

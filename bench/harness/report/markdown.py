@@ -346,6 +346,29 @@ def _writers(results):
     return lines
 
 
+def _sync(results):
+    sync = results.get("sync")
+    if not sync or not sync.get("server"):
+        return []
+    lines = ["### Syncing a new version of the seed table", "",
+             f"The seed table's next version, with {sync['changed_rows']:,} of its "
+             f"{sync['rows']:,} rows (1%) changed, at random ids or clustered in 1% of its blocks, "
+             "brought to a copy of the old version: `embstore pull --update` of a .emb copy (a "
+             "new file written and renamed over it) against a full `embstore pull`, and "
+             "`embstore.update` of a numpy array against a full `embstore.load(out=)` into "
+             "one. From `embstore serve` (streamed, not its file) and from the local S3 server; "
+             "each case in a fresh process, best of 3. Bytes moved are the source's row hashes "
+             "and block checksums plus the changed rows.", "",
+             "| source | changed rows | case | seconds | MB moved |", "|---|---|---|---:|---:|"]
+    for where, label in (("server", "server"), ("s3", "S3")):
+        for spread, cases in sync.get(where, {}).items():
+            for case, r in cases.items():
+                moved = f"{r['moved_bytes'] / 1e6:.1f}" if r.get("moved_bytes") else ""
+                lines.append(f"| {label} | {spread} | {case} | {r['seconds']:.3f} | {moved} |")
+    lines.append("")
+    return lines
+
+
 def _distributed(results):
     distributed = results.get("distributed")
     if not distributed:
@@ -417,7 +440,7 @@ def write_report(results, path, img_rel, phases):
         lines.append("")
     lines += ["## Absolute numbers (machine-dependent)", ""]
     for section in (_conversion, _scaling, _local_load, _serving, _seed, _trainer, _distributed,
-                    _object_store, _hdfs, _writers, _lookup, _micro):
+                    _object_store, _hdfs, _writers, _sync, _lookup, _micro):
         lines += section(results)
     lines += _how_to_run(phases)
     path.write_text("\n".join(lines))

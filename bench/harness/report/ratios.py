@@ -252,6 +252,27 @@ def _writers(w):
     return rows
 
 
+def _sync(sync):
+    """Delta syncs of the seed table's next version (1% of its rows changed) against full
+    fetches of it, from a server and from S3."""
+    rows = []
+    for where, label in (("server", "server"), ("s3", "S3")):
+        for spread in ("random", "clustered"):
+            cases = get_nested(sync, where, spread, default={})
+            what = f"sync from {label}, 1% of rows changed ({spread})"
+            for full, delta in (("embstore pull (full)", "embstore pull --update"),
+                                ("embstore.load (full, out=)", "embstore.update (in memory)")):
+                t, m = get_nested(cases, full, "seconds"), get_nested(cases, delta, "seconds")
+                if t and m:
+                    rows.append(("sync", f"{what}: {full} time / {delta}", t / m,
+                                 "target >= 5.00 (ratio)"))
+            moved = get_nested(cases, "embstore.update (in memory)", "moved_bytes")
+            if moved:
+                rows.append(("sync", f"{what}: bytes moved, % of the table", 100 * moved /
+                             sync["table_bytes"], "target <= 4 (% of the table)"))
+    return rows
+
+
 def _seed(results):
     rows = []
     seed = get_nested(results, "seed", "cases", default=[])
@@ -328,6 +349,8 @@ def headline_ratios(results):
         rows += _hdfs(results["hdfs"])
     if get_nested(results, "writers", "cases"):
         rows += _writers(results["writers"])
+    if get_nested(results, "sync", "server"):
+        rows += _sync(results["sync"])
     rows += _seed(results)
     rows += _micro(results)
     return rows
@@ -343,9 +366,9 @@ def where_behind(results, ratios):
         if target:
             if val < float(target.group(1)):
                 out.append(f"{desc}: {val:.2f}, short of the {target.group(1)} target.")
-        elif (cap := re.search(r"target <= ([0-9.]+) \(MiB", note)):
+        elif (cap := re.search(r"target <= ([0-9.]+) \((MiB|%)", note)):
             if val > float(cap.group(1)):
-                out.append(f"{desc}: {val:.0f}, over the {cap.group(1)} MiB target.")
+                out.append(f"{desc}: {val:.2f}, over the {cap.group(1)} {cap.group(2)} target.")
         elif "target >= 10" in note and val < 10:
             out.append(f"{desc}: {val:.1f}x, short of the 10x target.")
         elif "target >= 1.0" in note and val < 1.0:

@@ -174,7 +174,9 @@ Result<LookupResult> Client::LookupKeys(const std::string& table,
 
 Status Client::RowHashes(const std::string& table, std::uint64_t expected_content_id,
                          std::uint64_t rows, std::vector<std::uint64_t>* row_hashes,
-                         std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes) {
+                         std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes,
+                         bool* verified) {
+  *verified = true;
   row_hashes->clear();
   block_checksums->clear();
   while (row_hashes->size() < rows) {
@@ -189,6 +191,7 @@ Status Client::RowHashes(const std::string& table, std::uint64_t expected_conten
     grpc::Status s = impl_->stub->RowHashes(&ctx, req, &resp);
     if (!s.ok()) return internal::FromGrpc(s, options_.target);
     *bytes += resp.ByteSizeLong();
+    *verified = *verified && resp.verified();
     const std::string& h = resp.row_hashes();
     const std::uint64_t n = h.size() / 8;
     if (resp.first_row() != row_hashes->size() || h.size() % 8 != 0 || n == 0 ||

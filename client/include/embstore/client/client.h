@@ -68,7 +68,8 @@ class Client {
   // rows (RowHashes RPCs of up to 262144 rows each); *bytes grows by the replies' size.
   Status RowHashes(const std::string& table, std::uint64_t expected_content_id, std::uint64_t rows,
                    std::vector<std::uint64_t>* row_hashes,
-                   std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes);
+                   std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes,
+                   bool* verified);
 
   // Keys of rows [begin, end) (end: nullopt for all), in row order.
   Result<std::vector<std::string>> Keys(const std::string& table, std::uint64_t begin = 0,

@@ -58,6 +58,10 @@ struct RowDigest {
   std::vector<std::uint64_t> row_hashes;
   std::vector<std::uint64_t> block_checksums;  // one per checksum block
   bool stored = false;     // the row hashes came from the table's row_hashes tensor
+  // The row hashes were checked against rows that passed their block checksums (a server's, or
+  // computed here from verified rows): a sync may trust them. Stored hashes read from a file or
+  // an object are not: a sync then checks every block of its result.
+  bool verified = false;
   std::uint64_t bytes = 0;  // bytes brought here to get them
 };
 

@@ -134,6 +134,10 @@ class Table {
   // Checks the stored row hashes of rows [begin, end) against the rows (OK without any):
   // Corruption naming the first row whose hash differs.
   Status VerifyRowHashes(std::uint64_t begin, std::uint64_t end) const;
+  // Every block (VerifyRowsOnce) and every stored row hash against its row, once per Table: after
+  // the first success it returns OK at once. What a server does before it vouches for the row
+  // hashes it sends (PROTOCOL.md, "Row hashes").
+  Status VerifyRowHashesOnce() const;
 
   // Keys (only when has_keys()).
   bool has_keys() const { return has_keys_; }
@@ -190,6 +194,7 @@ class Table {
   mutable std::once_flag verified_once_;
   mutable std::unique_ptr<std::atomic<std::uint64_t>[]> verified_;
   mutable std::atomic<bool> keys_verified_{false};
+  mutable std::atomic<bool> row_hashes_verified_{false};
 };
 
 // The version of a table's content: XXH3-64 of the little-endian u64s (rows, dim, dtype code

@@ -1,0 +1,65 @@
+"""Bringing a copy of the seed table up to a new version, each case in a fresh process:
+
+- `embstore pull --update` of a .emb copy of the old version (the rows that changed fetched by
+  row hashes, every block of the result checked, a new file written and renamed over the copy),
+  against a full `embstore pull` of the new version;
+- `embstore.update(copy, source)` of a numpy array holding the old version, against a full
+  `embstore.load(source, out=array)` into the same kind of array.
+
+The copy is made before the timed part; the in-memory cases time only the call."""
+import json
+import os
+import re
+import shutil
+import subprocess
+import time
+
+CASES = ["embstore pull (full)", "embstore pull --update", "embstore.load (full, out=)",
+         "embstore.update (in memory)"]
+
+
+def _pull(embstore_bin, location, table, out, update):
+    cmd = [embstore_bin, "pull", "--from", location, "--out", out, "--no-local"]
+    if table:
+        cmd += ["--table", table]
+    if update:
+        cmd.append("--update")
+    else:
+        cmd.append("--force")
+    r = subprocess.run(cmd, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed: {r.stderr[-2000:]}")
+    return r.stdout + r.stderr
+
+
+def run_case(case, embstore_bin, location, table, old_copy, out):
+    table = table or None
+    if case.startswith("embstore pull"):
+        update = case.endswith("--update")
+        if update:
+            shutil.copyfile(old_copy, out)
+        t0 = time.perf_counter()
+        text = _pull(embstore_bin, location, table, out, update)
+        seconds = time.perf_counter() - t0
+        res = {"case": case, "seconds": seconds}
+        m = re.search(r"([0-9]+) of ([0-9]+) rows changed .* ([0-9.]+) MB moved", text)
+        if update:
+            if not m:
+                raise RuntimeError(f"pull --update did not report a delta: {text[-2000:]}")
+            res.update(changed_rows=int(m.group(1)), moved_bytes=float(m.group(3)) * 1e6)
+        return res
+    import numpy as np
+    import embstore
+    copy = embstore.load(old_copy)  # the old version, in this process's memory
+    if case == "embstore.load (full, out=)":
+        t0 = time.perf_counter()
+        embstore.load(location, table, out=copy, local=False)
+        return {"case": case, "seconds": time.perf_counter() - t0}
+    t0 = time.perf_counter()
+    s = embstore.update(copy, location, table, local=False)
+    seconds = time.perf_counter() - t0
+    if s.get("needs_full"):
+        raise RuntimeError(f"embstore.update fell back to a full fetch: {s['full_reason']}")
+    return {"case": case, "seconds": seconds, "changed_rows": s["changed_rows"],
+            "moved_bytes": s["moved_bytes"], "table_bytes": s["table_bytes"],
+            "refetched_blocks": s["refetched_blocks"]}
