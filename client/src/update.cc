@@ -158,16 +158,22 @@ Status FetchBlock(RowSource& src, std::uint64_t first, std::uint64_t last, std::
   return Status::OK();
 }
 
+// The stats of a sync to the version `d` describes, before anything is compared.
+UpdateStats StatsFor(const TableDesc& d) {
+  UpdateStats stats;
+  stats.rows = d.rows;
+  stats.table_bytes = d.rows * d.row_bytes;
+  stats.content_id = d.content_id;
+  return stats;
+}
+
 }  // namespace
 
 Result<UpdateStats> UpdateInPlace(RowSource& src, std::span<std::byte> rows,
                                   const ReadOptions& options) {
   const auto start = Clock::now();
   const TableDesc& d = src.desc();
-  UpdateStats stats;
-  stats.rows = d.rows;
-  stats.table_bytes = d.rows * d.row_bytes;
-  stats.content_id = d.content_id;
+  UpdateStats stats = StatsFor(d);
   if (rows.size() != stats.table_bytes) {
     stats.needs_full = true;
     stats.full_reason = "the copy holds " + std::to_string(rows.size()) + " bytes; table '" +
@@ -230,10 +236,7 @@ Result<UpdateStats> UpdateFile(RowSource& src, const std::string& path,
                                const UpdateFileOptions& options) {
   const auto start = Clock::now();
   const TableDesc& d = src.desc();
-  UpdateStats stats;
-  stats.rows = d.rows;
-  stats.table_bytes = d.rows * d.row_bytes;
-  stats.content_id = d.content_id;
+  UpdateStats stats = StatsFor(d);
   EMBSTORE_ASSIGN_OR_RETURN(auto old, store::Table::Open(path));
   if (old->rows() != d.rows || old->dim() != d.dim || old->dtype() != d.dtype) {
     stats.needs_full = true;

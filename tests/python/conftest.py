@@ -248,3 +248,18 @@ def check_sync_from(url_of, embstore_bin, tmp_path, env=None):
     embstore.save(new, plain, force=True, row_hashes=False)
     s = embstore.update(copy, plain)
     assert np.array_equal(copy, new) and not s["by_rows"]
+
+
+@pytest.fixture
+def small_disk(tmp_path):
+    """A 20 MB tmpfs (needs root, as CI has; the tests that use it skip elsewhere)."""
+    mnt = tmp_path / "small"
+    mnt.mkdir()
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mnt)],
+                       capture_output=True, text=True)
+    if r.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()}")
+    try:
+        yield mnt
+    finally:
+        subprocess.run(["umount", "-l", str(mnt)], check=False)

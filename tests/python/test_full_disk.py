@@ -2,25 +2,10 @@
 (SIGBUS), and no temporary file left to keep the disk full. Runs on a 20 MB tmpfs, which needs
 root (as CI has); skipped elsewhere."""
 import os
-import subprocess
 
 import pytest
 
 from conftest import run, wait_for_table, write_table
-
-
-@pytest.fixture
-def small_disk(tmp_path):
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
 
 
 def _assert_failed_cleanly(r, disk, what):

@@ -242,20 +242,6 @@ def test_convert_from_python_has_the_clis_options_and_errors(tmp_path):
     assert sorted(leftovers(tmp_path)) == ["bad.txt", "c.emb", "m.csv", "w.emb", "w.vec"]
 
 
-@pytest.fixture
-def small_disk(tmp_path):
-    mnt = tmp_path / "small"
-    mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=20m", "tmpfs", str(mnt)],
-                       capture_output=True, text=True)
-    if r.returncode != 0:
-        pytest.skip(f"cannot mount a tmpfs here (needs root): {r.stderr.strip()}")
-    try:
-        yield mnt
-    finally:
-        subprocess.run(["umount", "-l", str(mnt)], check=False)
-
-
 def test_save_into_a_full_disk(small_disk):
     a = rng_matrix(50_000, 128)  # 25.6 MB on a 20 MB disk
     with pytest.raises(errors.EmbstoreError, match="No space left on device") as e:
