@@ -154,9 +154,16 @@ def wait_for_version(target, name, old, new, timeout):
     before that must be all of `old`: one whole version, never a mix. Fails after `timeout`
     seconds."""
     import embstore
+    from embstore import errors
     deadline = time.monotonic() + timeout
     while True:
-        got = embstore.load(target, name, local=False)
+        try:
+            got = embstore.load(target, name, local=False)
+        except errors.FailedPreconditionError as e:
+            # The reload landed mid-read: the client refuses the mix, and says so.
+            assert "changed" in str(e) and "during the load" in str(e), e
+            assert time.monotonic() < deadline, f"{name} on {target}: {e}"
+            continue
         assert (got == old).all() or (got == new).all()  # one version, never a mix
         if (got == new).all():
             return

@@ -185,11 +185,15 @@ def test_torch_tensors_and_modules(tmp_path):
     torch = pytest.importorskip("torch")
     import embstore.torch as et
     emb = torch.nn.Embedding(2000, 20)
-    opt = torch.optim.Adam(emb.parameters(), lr=0.01)
-    for step in range(3):  # a few steps of training: the weight requires grad
+    # A few steps of plain SGD by hand: the weight requires grad. Not torch.optim, whose
+    # first use imports triton, and triton's bundled LLVM aborts a process that has
+    # already loaded TensorFlow's ("Option ... registered more than once"), as this
+    # pytest process has.
+    for step in range(3):
         emb(torch.randint(0, 2000, (64,))).pow(2).sum().backward()
-        opt.step()
-        opt.zero_grad()
+        with torch.no_grad():
+            emb.weight -= 0.01 * emb.weight.grad
+        emb.weight.grad = None
     et.save(emb, tmp_path / "m.emb", chunk_rows=333)
     assert torch.equal(torch.from_numpy(embstore.load(tmp_path / "m.emb")), emb.weight.detach())
     back = torch.nn.Embedding(2000, 20)
