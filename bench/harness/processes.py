@@ -22,6 +22,14 @@ GNU_TIME = "/usr/bin/time"
 
 def measured(cmd, env=None):
     """Runs cmd; returns (wall seconds, peak RSS in MiB, stdout text). Fails loudly on error.
+    measured_cpu() also gives the CPU seconds it used."""
+    wall, rss, text, _ = measured_cpu(cmd, env)
+    return wall, rss, text
+
+
+def measured_cpu(cmd, env=None):
+    """Runs cmd; returns (wall seconds, peak RSS in MiB, stdout text, user + system CPU
+    seconds of the command and its threads). Fails loudly on error.
 
     Peak RSS comes from GNU time when it is installed: the kernel's maxrss of a process started
     straight from this one would include this Python process's size at fork. Without GNU time
@@ -40,11 +48,12 @@ def measured(cmd, env=None):
         err.seek(0)
         text, errtext = out.read().decode(), err.read().decode()
         rss = usage.ru_maxrss / 1024.0
+        cpu = usage.ru_utime + usage.ru_stime
         if use_time:
             rss = int(rss_file.read().split()[-1]) / 1024.0
     if os.waitstatus_to_exitcode(status) != 0:
         sys.exit(f"command failed: {' '.join(map(str, cmd))}\n{errtext}")
-    return wall, rss, text
+    return wall, rss, text, cpu
 
 
 def child_env(**extra):

@@ -42,23 +42,38 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
                          two52);
   }
 
+  // The approximate powers of ten for four exponents, from kApproxPow10 by four scalar loads
+  // (a gather is microcoded on AMD Zen: slower than the loads), 0.0 where q is outside the
+  // table; *in_table is all ones in the lanes inside it.
+  static __m256d Pow10x4(const std::int32_t* q, __m256i* in_table) {
+    constexpr auto kSpan = static_cast<std::uint32_t>(kApproxPow10Max - kApproxPow10Min);
+    std::uint32_t idx[4];
+    bool in[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) {
+      idx[k] = static_cast<std::uint32_t>(q[k] - kApproxPow10Min);
+      in[k] = idx[k] <= kSpan;
+      idx[k] = in[k] ? idx[k] : 0;
+    }
+    *in_table = _mm256_setr_epi64x(-static_cast<long long>(in[0]), -static_cast<long long>(in[1]),
+                                   -static_cast<long long>(in[2]), -static_cast<long long>(in[3]));
+    return _mm256_and_pd(_mm256_setr_pd(kApproxPow10[idx[0]], kApproxPow10[idx[1]],
+                                        kApproxPow10[idx[2]], kApproxPow10[idx[3]]),
+                         _mm256_castsi256_pd(*in_table));
+  }
+
   // Avx512Isa::EncodeStore8, four lanes: `eligible` holds all-ones 64-bit lanes, `sign` the
   // sign bit of each 32-bit lane. fl(w) comes from its exact 32-bit halves, hi * 2^32 + lo,
-  // rounded once by the addition, as a direct conversion would be.
-  static std::uint32_t EncodeStore4(__m256i w, __m128i q, __m256i eligible, __m128i sign,
-                                    std::uint32_t* out, std::uint32_t* inf) {
+  // rounded once by the addition, as a direct conversion would be. All four lanes are stored:
+  // the caller overwrites those not done (a masked store is microcoded on AMD Zen).
+  static std::uint32_t EncodeStore4(__m256i w, const std::int32_t* q, __m256i eligible,
+                                    __m128i sign, std::uint32_t* out, std::uint32_t* inf) {
     const __m256i low32 = _mm256_set1_epi64x(0xffffffff);
     const __m256d wd = _mm256_add_pd(
         _mm256_mul_pd(U32ToDouble(_mm256_srli_epi64(w, 32)), _mm256_set1_pd(4294967296.0)),
         U32ToDouble(_mm256_and_si256(w, low32)));
-    const __m128i in_table32 =
-        _mm_andnot_si128(_mm_cmplt_epi32(q, _mm_set1_epi32(kApproxPow10Min)),
-                         _mm_cmpgt_epi32(_mm_set1_epi32(kApproxPow10Max + 1), q));
-    const __m256i in_table = _mm256_cvtepi32_epi64(in_table32);
-    const __m128i idx =
-        _mm_and_si128(_mm_sub_epi32(q, _mm_set1_epi32(kApproxPow10Min)), in_table32);
-    const __m256d pow10 = _mm256_mask_i32gather_pd(_mm256_setzero_pd(), kApproxPow10, idx,
-                                                   _mm256_castsi256_pd(in_table), 8);
+    __m256i in_table;
+    const __m256d pow10 = Pow10x4(q, &in_table);
     const __m256d d = _mm256_mul_pd(wd, pow10);
     const __m256i db = _mm256_castpd_si256(d);
     const __m256i normal =
@@ -72,11 +87,8 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
     const __m256i done64 = _mm256_and_si256(
         eligible,
         _mm256_or_si256(_mm256_and_si256(in_table, _mm256_and_si256(normal, away)), zero));
-    // The low halves of the four 64-bit lane masks, as 32-bit lane masks.
-    const __m128i done32 = _mm256_castsi256_si128(
-        _mm256_permutevar8x32_epi32(done64, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
     const __m128i bits = _mm_castps_si128(_mm256_cvtpd_ps(d));
-    _mm_maskstore_epi32(reinterpret_cast<int*>(out), done32, _mm_or_si128(bits, sign));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out), _mm_or_si128(bits, sign));
     const auto done = static_cast<std::uint32_t>(_mm256_movemask_pd(_mm256_castsi256_pd(done64)));
     *inf = done & static_cast<std::uint32_t>(_mm_movemask_ps(
                       _mm_castsi128_ps(_mm_cmpeq_epi32(bits, _mm_set1_epi32(0x7f800000)))));
@@ -91,8 +103,7 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
     const __m256i is_plain = _mm256_xor_si256(
         _mm256_cmpeq_epi64(_mm256_cvtepu8_epi64(_mm_cvtsi32_si128(plain4)), _mm256_setzero_si256()),
         _mm256_set1_epi64x(-1));
-    return EncodeStore4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)),
-                        _mm_loadu_si128(reinterpret_cast<const __m128i*>(q)), is_plain,
+    return EncodeStore4(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(w)), q, is_plain,
                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(sign)), out, inf);
   }
 
@@ -165,15 +176,15 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
     }
     // Qwords 0 and 2 of each group are the four significands.
     const __m256i w = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(w2[0], w2[1]), 0xd8);
-    const __m128i nf =
-        _mm_setr_epi32(frac_digits[0], frac_digits[1], frac_digits[2], frac_digits[3]);
+    const std::int32_t q[4] = {-frac_digits[0], -frac_digits[1], -frac_digits[2],
+                               -frac_digits[3]};
     const __m256i eligible =
         _mm256_setr_epi64x(static_cast<long long>(good[0]), static_cast<long long>(good[1]),
                            static_cast<long long>(good[2]), static_cast<long long>(good[3]));
     const __m128i sign =
         _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),
                        static_cast<int>(negative[2]), static_cast<int>(negative[3]));
-    return EncodeStore4(w, _mm_sub_epi32(_mm_setzero_si128(), nf), eligible, sign, out, inf);
+    return EncodeStore4(w, q, eligible, sign, out, inf);
   }
 
   static constexpr bool kSciTokens = true;
@@ -238,7 +249,7 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
                            static_cast<long long>(head[2]), static_cast<long long>(head[3])),
         lo);
     return EncodeStore4(
-        w, _mm_setr_epi32(q[0], q[1], q[2], q[3]),
+        w, q,
         _mm256_setr_epi64x(static_cast<long long>(good[0]), static_cast<long long>(good[1]),
                            static_cast<long long>(good[2]), static_cast<long long>(good[3])),
         _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),

@@ -20,7 +20,8 @@ namespace kernels {
 
 const DTypeKernels& ScalarKernels() {
   static const DTypeKernels k = {"scalar", scalar::F16ToF32, scalar::Bf16ToF32, scalar::F32ToF16,
-                                 scalar::F32ToBf16, scalar::MaxFiniteMagnitude};
+                                 scalar::F32ToBf16, scalar::F32ToF16Checked,
+                                 scalar::F32ToBf16Checked};
   return k;
 }
 
@@ -44,14 +45,8 @@ const DTypeKernels& ActiveKernels() {
 
 }  // namespace kernels
 
-namespace {
-
-// Magnitudes (f32 bits without the sign) from which a finite f32 rounds to infinity:
-// 65520, halfway past binary16's largest 65504; and halfway past bfloat16's largest.
-constexpr std::uint32_t kF16OverflowBits = 0x477FF000u;
-constexpr std::uint32_t kBF16OverflowBits = 0x7F7F8000u;
-
-}  // namespace
+using kernels::kBF16OverflowBits;
+using kernels::kF16OverflowBits;
 
 std::string_view DTypeName(DType t) {
   switch (t) {
@@ -120,13 +115,12 @@ std::optional<std::size_t> ConvertFromF32With(const kernels::DTypeKernels& k, DT
                                               OverflowPolicy policy) {
   if (src.empty()) return std::nullopt;
   if (policy == OverflowPolicy::kError && t != DType::kF32) {
-    // One vectorized pass finds whether anything overflows; only then look for the first one.
-    const std::uint32_t limit = t == DType::kF16 ? kF16OverflowBits : kBF16OverflowBits;
-    if (k.max_finite_magnitude(src.data(), src.size()) >= limit) {
-      for (std::size_t i = 0; i < src.size(); ++i) {
-        if (OverflowsTo(t, src[i])) return i;
-      }
-    }
+    // The check rides along with the conversion: one pass over src.
+    auto* out = reinterpret_cast<std::uint16_t*>(dst.data());
+    const std::size_t at = t == DType::kF16 ? k.f32_to_f16_checked(src.data(), out, src.size())
+                                            : k.f32_to_bf16_checked(src.data(), out, src.size());
+    if (at < src.size()) return at;
+    return std::nullopt;
   }
   switch (t) {
     case DType::kF32:

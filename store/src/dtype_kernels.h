@@ -15,14 +15,22 @@
 
 namespace embstore::store::kernels {
 
+// Magnitudes (f32 bits without the sign) from which a finite f32 rounds to infinity: 65520,
+// halfway past binary16's largest 65504; and halfway past bfloat16's largest.
+constexpr std::uint32_t kF16OverflowBits = 0x477FF000u;
+constexpr std::uint32_t kBF16OverflowBits = 0x7F7F8000u;
+
 struct DTypeKernels {
   const char* name;
   void (*f16_to_f32)(const std::uint16_t* src, float* dst, std::size_t n);
   void (*bf16_to_f32)(const std::uint16_t* src, float* dst, std::size_t n);
   void (*f32_to_f16)(const float* src, std::uint16_t* dst, std::size_t n);
   void (*f32_to_bf16)(const float* src, std::uint16_t* dst, std::size_t n);
-  // The largest |x| among the finite values of src, as f32 bits without the sign (0 if none).
-  std::uint32_t (*max_finite_magnitude)(const float* src, std::size_t n);
+  // f32_to_f16 and f32_to_bf16 that also look for a finite value too large for the type (one
+  // that rounds to infinity): they return the index of the first, dst then written at least up to
+  // it, or n when there is none.
+  std::size_t (*f32_to_f16_checked)(const float* src, std::uint16_t* dst, std::size_t n);
+  std::size_t (*f32_to_bf16_checked)(const float* src, std::uint16_t* dst, std::size_t n);
 };
 
 const DTypeKernels& ScalarKernels();

@@ -36,25 +36,51 @@ inline void Bf16ToF32(const std::uint16_t* src, float* dst, std::size_t n) {
 // Round to nearest even by adding 0x7FFF plus the lowest kept bit, then truncating; a carry out
 // of the mantissa correctly bumps the exponent (up to infinity). NaNs are quieted instead, since
 // the add could carry a NaN into infinity.
-inline void F32ToBf16(const float* src, std::uint16_t* dst, std::size_t n) {
-  for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t u = Bits(src[i]);
-    std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
-    std::uint32_t quiet_nan = (u >> 16) | 0x0040u;
-    bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
-    dst[i] = static_cast<std::uint16_t>(is_nan ? quiet_nan : rounded);
-  }
+inline std::uint16_t Bf16Bits(std::uint32_t u) {
+  std::uint32_t rounded = (u + 0x7FFFu + ((u >> 16) & 1u)) >> 16;
+  std::uint32_t quiet_nan = (u >> 16) | 0x0040u;
+  bool is_nan = (u & 0x7FFFFFFFu) > 0x7F800000u;
+  return static_cast<std::uint16_t>(is_nan ? quiet_nan : rounded);
 }
 
-// Branch-free so it vectorizes: infinities and NaNs (magnitude bits >= 0x7F800000) count as 0.
-inline std::uint32_t MaxFiniteMagnitude(const float* src, std::size_t n) {
-  std::uint32_t m = 0;
+inline void F32ToBf16(const float* src, std::uint16_t* dst, std::size_t n) {
+  for (std::size_t i = 0; i < n; ++i) dst[i] = Bf16Bits(Bits(src[i]));
+}
+
+// The index of the first finite value of src[0, n) whose magnitude bits reach `limit` (it rounds
+// to infinity in the narrower type), or n: the checked conversions' slow path.
+inline std::size_t FirstOverflow(const float* src, std::size_t n, std::uint32_t limit) {
   for (std::size_t i = 0; i < n; ++i) {
-    std::uint32_t mag = Bits(src[i]) & 0x7FFFFFFFu;
-    mag &= 0u - static_cast<std::uint32_t>(mag < 0x7F800000u);  // all ones when finite, else 0
-    m = std::max(m, mag);
+    const std::uint32_t mag = Bits(src[i]) & 0x7FFFFFFFu;
+    if (mag >= limit && mag < 0x7F800000u) return i;
   }
-  return m;
+  return n;
+}
+
+// The checked conversions (ConvertFromF32 with OverflowPolicy::kError) work in blocks of this
+// many values, which are still in L1 for the rare second look.
+constexpr std::size_t kCheckBlock = 512;
+
+// F32ToBf16 with the overflow check fused in: one pass converts a block and keeps its largest
+// magnitude (one max per value; infinities and NaNs count too, so the hot loop has no finite
+// test). Only a block whose largest magnitude reaches kBF16OverflowBits is looked at again, for a
+// finite value that does. Returns that value's index (dst then written to the end of its block),
+// or n.
+inline std::size_t F32ToBf16Checked(const float* src, std::uint16_t* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n; b += kCheckBlock) {
+    const std::size_t m = std::min(kCheckBlock, n - b);
+    std::uint32_t top = 0;
+    for (std::size_t i = b; i < b + m; ++i) {
+      const std::uint32_t u = Bits(src[i]);
+      dst[i] = Bf16Bits(u);
+      top = std::max(top, u & 0x7FFFFFFFu);
+    }
+    if (top >= kBF16OverflowBits) {
+      const std::size_t at = FirstOverflow(src + b, m, kBF16OverflowBits);
+      if (at < m) return b + at;
+    }
+  }
+  return n;
 }
 
 // Scalar IEEE binary16 -> binary32, exact. Subnormals are scaled by 2^-24 in f32 (exact).
@@ -152,6 +178,55 @@ inline void F32ToF16(const float* src, std::uint16_t* dst, std::size_t n) {
   }
 #endif
   for (; i < n; ++i) dst[i] = FloatToHalf(src[i]);
+}
+
+// F32ToF16 with the overflow check fused in, as F32ToBf16Checked: the vector loops keep each
+// block's largest magnitude in a register beside the conversion (an AND and an unsigned max per
+// vector) and test it once per block.
+inline std::size_t F32ToF16Checked(const float* src, std::uint16_t* dst, std::size_t n) {
+  for (std::size_t b = 0; b < n; b += kCheckBlock) {
+    const std::size_t end = b + std::min(kCheckBlock, n - b);
+    std::size_t i = b;
+    bool reached = false;
+#if defined(__AVX512F__)
+    const __m512i abs_mask = _mm512_set1_epi32(0x7FFFFFFF);
+    __m512i top = _mm512_setzero_si512();
+    for (; i + 16 <= end; i += 16) {
+      const __m512 x = _mm512_loadu_ps(src + i);
+      top = _mm512_max_epu32(top, _mm512_and_si512(_mm512_castps_si512(x), abs_mask));
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst + i),
+                          _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    reached = _mm512_cmpge_epu32_mask(top, _mm512_set1_epi32(kF16OverflowBits)) != 0;
+#elif defined(__F16C__)
+    const __m256i abs_mask = _mm256_set1_epi32(0x7FFFFFFF);
+    __m256i top = _mm256_setzero_si256();
+    for (; i + 8 <= end; i += 8) {
+      const __m256 x = _mm256_loadu_ps(src + i);
+      top = _mm256_max_epu32(top, _mm256_and_si256(_mm256_castps_si256(x), abs_mask));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                       _mm256_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    }
+    // Magnitudes are below 2^31, so a signed compare orders them.
+    reached = _mm256_movemask_epi8(_mm256_cmpgt_epi32(
+                  top, _mm256_set1_epi32(static_cast<int>(kF16OverflowBits - 1)))) != 0;
+#else
+    // Elsewhere F32ToF16's loop converts the block, which is then scanned while it is in L1.
+    F32ToF16(src + i, dst + i, end - i);
+    std::uint32_t top = 0;
+    for (; i < end; ++i) top = std::max(top, Bits(src[i]) & 0x7FFFFFFFu);
+    reached = top >= kF16OverflowBits;
+#endif
+    for (; i < end; ++i) {  // the vector loops' tail
+      dst[i] = FloatToHalf(src[i]);
+      reached |= (Bits(src[i]) & 0x7FFFFFFFu) >= kF16OverflowBits;
+    }
+    if (reached) {
+      const std::size_t at = FirstOverflow(src + b, end - b, kF16OverflowBits);
+      if (at < end - b) return b + at;
+    }
+  }
+  return n;
 }
 
 #if defined(__GNUC__) && !defined(__clang__)

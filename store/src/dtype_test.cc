@@ -134,11 +134,58 @@ TEST(DTypeKernels, SimdMatchesScalarOnEdgeAndRandomInput) {
       for (std::size_t i = 0; i < n; ++i) {
         ASSERT_EQ(want16[i], got16[i]) << "f32->bf16 of bits 0x" << std::hex << Bits(in[i]);
       }
-      ASSERT_EQ(ref.max_finite_magnitude(in.data(), n), k->max_finite_magnitude(in.data(), n));
       ref.bf16_to_f32(want16.data(), want32.data(), n);
       k->bf16_to_f32(want16.data(), got32.data(), n);
       for (std::size_t i = 0; i < n; ++i) ASSERT_EQ(Bits(want32[i]), Bits(got32[i])) << i;
     }
+  }
+}
+
+// The checked conversions of every level against the scalar reference: the same index of the
+// first overflow wherever it lies (inside a block, at either edge of one, in the vector loops'
+// tail, none), and the same values before it; infinities and NaNs are not overflows.
+TEST(DTypeKernels, CheckedConversionsFindTheFirstOverflowAtEveryLevel) {
+  std::vector<const DTypeKernels*> all = SimdKernels();
+  all.push_back(&kernels::ScalarKernels());
+  const auto& ref = kernels::ScalarKernels();
+  const std::size_t n = 4 * 512 + 13;
+  std::mt19937 rng(7);
+  std::normal_distribution<float> normal(0, 1000);
+  std::vector<float> base(n);
+  for (auto& x : base) x = normal(rng);
+  base[100] = std::numeric_limits<float>::infinity();
+  base[700] = -std::numeric_limits<float>::quiet_NaN();
+  base[1500] = FromBits(0x7F800001);  // a signalling NaN's bits
+  struct Case {
+    bool bf16;
+    float big;
+  };
+  for (const Case c : {Case{false, 65520.0f}, Case{false, -1e30f}, Case{true, 3.4e38f},
+                       Case{true, -FromBits(0x7F7F8000)}}) {
+    for (std::size_t at : {std::size_t{0}, std::size_t{7}, std::size_t{511}, std::size_t{512},
+                           std::size_t{513}, std::size_t{1500}, n - 13, n - 1, n}) {
+      std::vector<float> in = base;
+      if (at < n) in[at] = c.big;
+      if (at + 5 < n) in[at + 5] = c.big;  // only the first counts
+      std::vector<std::uint16_t> want(n), got(n);
+      auto checked = [&](const DTypeKernels& k, std::uint16_t* out) {
+        return c.bf16 ? k.f32_to_bf16_checked(in.data(), out, n)
+                      : k.f32_to_f16_checked(in.data(), out, n);
+      };
+      ASSERT_EQ(checked(ref, want.data()), at) << (c.bf16 ? "bf16 " : "f16 ") << at;
+      for (const DTypeKernels* k : all) {
+        SCOPED_TRACE(k->name);
+        ASSERT_EQ(checked(*k, got.data()), at) << (c.bf16 ? "bf16 " : "f16 ") << at;
+        for (std::size_t i = 0; i < at; ++i) ASSERT_EQ(want[i], got[i]) << i;
+      }
+    }
+  }
+  // Values just below the limits are not overflows.
+  std::vector<float> edge = {65519.996f, FromBits(0x477FEFFF), FromBits(0x7F7F7FFF)};
+  std::vector<std::uint16_t> out(edge.size());
+  for (const DTypeKernels* k : all) {
+    EXPECT_EQ(k->f32_to_f16_checked(edge.data(), out.data(), 2), 2u) << k->name;
+    EXPECT_EQ(k->f32_to_bf16_checked(edge.data(), out.data(), 3), 3u) << k->name;
   }
 }
 

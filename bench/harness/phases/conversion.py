@@ -3,6 +3,10 @@ and pyarrow.csv on the seed matrix as text ('%.18e' and '%.8g'), and against gen
 word2vec form; best of --repeat rounds. The '%.18e' table becomes the seed table later phases
 read.
 
+Per kernel (EMBSTORE_FORCE_KERNEL), `embstore convert --threads 1` of each format: the end-to-end
+bytes per second of one parsing thread, which the report sets against the kernel alone (phase
+micro's ParseChunk) to show what the pipeline around the kernel costs.
+
 run_baseline(), convert_once() and check_sample() are shared with the scaling phase and
 bench/convert_baselines.py."""
 import json
@@ -11,7 +15,7 @@ import struct
 
 from harness.contenders.text_parsers import BASELINE_LABELS
 from harness.data import warm
-from harness.processes import measured, run_json_child
+from harness.processes import measured, measured_cpu, run_json_child
 from harness.timing import log
 
 
@@ -27,6 +31,43 @@ def convert_once(build, text, threads, table):
     secs, rss, _ = measured([build / "cli" / "embstore", "convert", text, table, "--force",
                              "--threads", threads])
     return {"seconds": secs, "peak_rss_mib": rss}
+
+
+# The parse kernels in the order of their levels; a machine runs the prefix up to its active one.
+KERNEL_LEVELS = {"x86_64": ["scalar", "avx2", "avx512"], "aarch64": ["scalar", "neon"]}
+
+
+def kernels_here():
+    """The parse kernels this machine can run, lowest level first."""
+    import platform
+    import embstore
+    levels = KERNEL_LEVELS.get(platform.machine(), ["scalar"])
+    active = embstore.active_kernel
+    return levels[:levels.index(active) + 1] if active in levels else ["scalar"]
+
+
+def _per_kernel(ctx):
+    """`embstore convert --threads 1` of each format with each kernel forced: best wall and CPU
+    seconds of --repeat rounds, rounds interleaved across kernels."""
+    out = ctx.work / "kernel.emb"
+    res = {}
+    for fmt, label in [("e18", "%.18e"), ("g8", "%.8g")]:
+        text = ctx.text[fmt]
+        warm(text)
+        runs = {}
+        for r in range(ctx.repeat):
+            for k in kernels_here():
+                log(f"  [{r + 1}/{ctx.repeat}] embstore convert {label} --threads 1, {k} kernel")
+                wall, rss, _, cpu = measured_cpu(
+                    [ctx.build / "cli" / "embstore", "convert", text, out, "--force",
+                     "--threads", "1"], env=dict(os.environ, EMBSTORE_FORCE_KERNEL=k))
+                runs.setdefault(k, []).append((wall, cpu))
+        res[label] = {"bytes": text.stat().st_size,
+                      "kernels": {k: {"seconds": min(w for w, _ in v),
+                                      "cpu_seconds": min(c for _, c in v)}
+                                  for k, v in runs.items()}}
+    out.unlink(missing_ok=True)
+    return res
 
 
 def read_matrix_rows(table_path, rows):
@@ -110,4 +151,5 @@ def run(ctx):
         else:
             table.unlink(missing_ok=True)
         res["formats"].append(row)
+    res["per_kernel"] = _per_kernel(ctx)
     return res

@@ -120,6 +120,24 @@ def _conversion(results):
                      f"{f['sample_values_compared']:,} values equal np.loadtxt's except "
                      f"{f['sample_values_differing']} |")
     lines.append("")
+    per_kernel = get_nested(results, "conversion", "per_kernel", default={})
+    if per_kernel:
+        lines += ["Each parse kernel forced (`EMBSTORE_FORCE_KERNEL`), `embstore convert "
+                  "--threads 1`, against the kernel alone on data in cache (phase micro's "
+                  "ParseChunk): what the pipeline around the kernel (reading, chunking, "
+                  "writing, checksumming, fsync) costs. CPU seconds count every thread.", "",
+                  "| format | kernel | seconds | CPU seconds | end to end GB/s | kernel alone "
+                  "GB/s | end to end / alone |", "|---|---|---:|---:|---:|---:|---:|"]
+        for fmt, conv in per_kernel.items():
+            for kernel, v in conv["kernels"].items():
+                e2e = conv["bytes"] / v["seconds"] / 1e9
+                alone = get_nested(results, "micro", "convert_bench",
+                                   f"ParseChunk/{kernel}/{fmt}/f32")
+                ratio = f"{e2e / (alone / 1e9):.2f}" if alone else "-"
+                alone = f"{alone / 1e9:.2f}" if alone else "-"
+                lines.append(f"| `{fmt}` | {kernel} | {v['seconds']:.2f} | "
+                             f"{v['cpu_seconds']:.2f} | {e2e:.2f} | {alone} | {ratio} |")
+        lines.append("")
     return lines
 
 
