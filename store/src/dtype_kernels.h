@@ -20,6 +20,10 @@ namespace embstore::store::kernels {
 constexpr std::uint32_t kF16OverflowBits = 0x477FF000u;
 constexpr std::uint32_t kBF16OverflowBits = 0x7F7F8000u;
 
+// The checked conversions (ConvertFromF32 with OverflowPolicy::kError) test for overflow once per
+// block of this many values (16 KiB of f32, still in L1 or L2 for the rare second look).
+constexpr std::size_t kCheckBlock = 4096;
+
 struct DTypeKernels {
   const char* name;
   void (*f16_to_f32)(const std::uint16_t* src, float* dst, std::size_t n);

@@ -148,7 +148,8 @@ TEST(DTypeKernels, CheckedConversionsFindTheFirstOverflowAtEveryLevel) {
   std::vector<const DTypeKernels*> all = SimdKernels();
   all.push_back(&kernels::ScalarKernels());
   const auto& ref = kernels::ScalarKernels();
-  const std::size_t n = 4 * 512 + 13;
+  constexpr std::size_t kB = kernels::kCheckBlock;
+  const std::size_t n = 3 * kB + 13;
   std::mt19937 rng(7);
   std::normal_distribution<float> normal(0, 1000);
   std::vector<float> base(n);
@@ -156,14 +157,17 @@ TEST(DTypeKernels, CheckedConversionsFindTheFirstOverflowAtEveryLevel) {
   base[100] = std::numeric_limits<float>::infinity();
   base[700] = -std::numeric_limits<float>::quiet_NaN();
   base[1500] = FromBits(0x7F800001);  // a signalling NaN's bits
+  base[2 * kB + 5] = -std::numeric_limits<float>::infinity();
   struct Case {
     bool bf16;
     float big;
   };
   for (const Case c : {Case{false, 65520.0f}, Case{false, -1e30f}, Case{true, 3.4e38f},
                        Case{true, -FromBits(0x7F7F8000)}}) {
-    for (std::size_t at : {std::size_t{0}, std::size_t{7}, std::size_t{511}, std::size_t{512},
-                           std::size_t{513}, std::size_t{1500}, n - 13, n - 1, n}) {
+    // Block edges, the unrolled vector loops' edges (8 and 16 values), the tail, none.
+    for (std::size_t at : {std::size_t{0}, std::size_t{7}, std::size_t{8}, std::size_t{15},
+                           std::size_t{16}, kB - 1, kB, kB + 1, kB + 17, std::size_t{1500},
+                           2 * kB + 31, n - 13, n - 1, n}) {
       std::vector<float> in = base;
       if (at < n) in[at] = c.big;
       if (at + 5 < n) in[at + 5] = c.big;  // only the first counts
