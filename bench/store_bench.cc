@@ -3,7 +3,8 @@
 //     per SIMD level (scalar reference, avx2, avx512 where the CPU runs them) through the public
 //     ConvertToF32On / ConvertFromF32On, so every level is measured in one run;
 //   - the public ConvertFromF32 with OverflowPolicy::kError, which scans for overflow first;
-//   - Checksum64, the per-block checksum every write computes and every verified read checks.
+//   - Checksum64 per level, the per-block checksum every write computes and every verified read
+//     checks, and the row hash a delta sync compares.
 // Buffers are 1 MiB of f32 (256 Ki values), about a block of rows, so they stay in L2/L3.
 #include <benchmark/benchmark.h>
 
@@ -78,11 +79,11 @@ void BM_ConvertFromF32Checked(benchmark::State& state, DType t) {
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * src.size() * 4));
 }
 
-void BM_Checksum64(benchmark::State& state) {
+void BM_Checksum64(benchmark::State& state, simd::Isa isa) {
   const auto& f = Floats();
   std::span<const std::byte> bytes = std::as_bytes(std::span<const float>(f));
   bytes = bytes.first(static_cast<std::size_t>(state.range(0)));
-  for (auto _ : state) benchmark::DoNotOptimize(Checksum64(bytes));
+  for (auto _ : state) benchmark::DoNotOptimize(Checksum64On(isa, bytes));
   state.SetBytesProcessed(static_cast<std::int64_t>(state.iterations() * bytes.size()));
 }
 
@@ -102,7 +103,14 @@ int Register() {
         ("DType/ConvertFromF32_checked/" + std::string(DTypeName(t)) + "/active").c_str(),
         BM_ConvertFromF32Checked, t);
   }
-  benchmark::RegisterBenchmark("Checksum64", BM_Checksum64)->Arg(4096)->Arg(1 << 20);
+  // Row-sized (512 bytes: 128 f32, what a delta sync hashes), a page, a checksum block.
+  for (simd::Isa isa : simd::SupportedIsas()) {
+    benchmark::RegisterBenchmark(("Checksum64/" + std::string(simd::IsaName(isa))).c_str(),
+                                 BM_Checksum64, isa)
+        ->Arg(512)
+        ->Arg(4096)
+        ->Arg(1 << 20);
+  }
   return 0;
 }
 const int kRegistered = Register();

@@ -2,13 +2,16 @@
 
 #include <algorithm>
 
-#define XXH_INLINE_ALL
-#include <xxhash.h>
+#include "dtype_kernels.h"
 
 namespace embstore::store {
 
 std::uint64_t Checksum64(std::span<const std::byte> bytes) {
-  return XXH3_64bits(bytes.data(), bytes.size());
+  return kernels::ActiveKernels().checksum64(bytes.data(), bytes.size());
+}
+
+std::uint64_t Checksum64On(simd::Isa isa, std::span<const std::byte> bytes) {
+  return kernels::KernelsFor(isa).checksum64(bytes.data(), bytes.size());
 }
 
 std::uint64_t DefaultBlockRows(std::uint64_t row_bytes) {

@@ -21,7 +21,7 @@ namespace kernels {
 const DTypeKernels& ScalarKernels() {
   static const DTypeKernels k = {"scalar", scalar::F16ToF32, scalar::Bf16ToF32, scalar::F32ToF16,
                                  scalar::F32ToBf16, scalar::F32ToF16Checked,
-                                 scalar::F32ToBf16Checked};
+                                 scalar::F32ToBf16Checked, scalar::Checksum64};
   return k;
 }
 

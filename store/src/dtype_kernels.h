@@ -1,4 +1,4 @@
-// Private: the per-ISA kernels behind dtype.h's span conversions.
+// Private: the per-ISA kernels behind dtype.h's span conversions and checksum.h's Checksum64.
 //
 // dtype_kernels_impl.h holds the generic code once; dtype_kernels_avx2.cc and
 // dtype_kernels_avx512.cc (x86-64 builds) and dtype_kernels_neon.cc (aarch64 builds) compile it
@@ -35,6 +35,8 @@ struct DTypeKernels {
   // it, or n when there is none.
   std::size_t (*f32_to_f16_checked)(const float* src, std::uint16_t* dst, std::size_t n);
   std::size_t (*f32_to_bf16_checked)(const float* src, std::uint16_t* dst, std::size_t n);
+  // XXH3-64 with seed 0 (checksum.h's Checksum64), the same value at every level.
+  std::uint64_t (*checksum64)(const void* data, std::size_t n);
 };
 
 const DTypeKernels& ScalarKernels();

@@ -7,7 +7,7 @@ namespace embstore::store::kernels {
 const DTypeKernels& Avx2Kernels() {
   static const DTypeKernels k = {"avx2", avx2::F16ToF32, avx2::Bf16ToF32, avx2::F32ToF16,
                                  avx2::F32ToBf16, avx2::F32ToF16Checked,
-                                 avx2::F32ToBf16Checked};
+                                 avx2::F32ToBf16Checked, avx2::Checksum64};
   return k;
 }
 

@@ -7,7 +7,7 @@ namespace embstore::store::kernels {
 const DTypeKernels& Avx512Kernels() {
   static const DTypeKernels k = {"avx512", avx512::F16ToF32, avx512::Bf16ToF32, avx512::F32ToF16,
                                  avx512::F32ToBf16, avx512::F32ToF16Checked,
-                                 avx512::F32ToBf16Checked};
+                                 avx512::F32ToBf16Checked, avx512::Checksum64};
   return k;
 }
 

@@ -2,6 +2,9 @@
 // The loops are written so the compiler vectorizes them under each file's -m flags; where a
 // conversion has a dedicated instruction (F16C / AVX-512 vcvtph2ps, vcvtps2ph) it is used directly.
 // Each loop's scalar meaning is the matching function in dtype.cc (F16ToF32, F32ToBF16, ...).
+// Checksum64 is XXH3-64 compiled the same way: xxhash picks its widest vector code from the
+// file's flags (SSE2 for the scalar level, AVX2, AVX-512, NEON), and every one of them computes
+// the same hash.
 #include <algorithm>
 #include <cstdint>
 #include <cstring>
@@ -13,9 +16,24 @@
 #include <arm_neon.h>
 #endif
 
+// GCC 12 reports a temporary inside avx512fintrin.h as uninitialized where xxhash's AVX-512 code
+// is inlined (the false positive noted at F16ToF32 below); silenced for xxhash only.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#endif
+#define XXH_INLINE_ALL
+#include <xxhash.h>
+
 #include "dtype_kernels.h"
 
 namespace embstore::store::kernels::EMBSTORE_KERNEL_NS {
+
+inline std::uint64_t Checksum64(const void* data, std::size_t n) { return XXH3_64bits(data, n); }
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif
 
 inline std::uint32_t Bits(float f) {
   std::uint32_t u;

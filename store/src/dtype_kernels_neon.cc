@@ -9,7 +9,7 @@ namespace embstore::store::kernels {
 const DTypeKernels& NeonKernels() {
   static const DTypeKernels k = {"neon", neon::F16ToF32, neon::Bf16ToF32, neon::F32ToF16,
                                  neon::F32ToBf16, neon::F32ToF16Checked,
-                                 neon::F32ToBf16Checked};
+                                 neon::F32ToBf16Checked, neon::Checksum64};
   return k;
 }
 

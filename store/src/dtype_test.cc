@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dtype_kernels.h"
+#include "embstore/store/checksum.h"
 
 namespace embstore::store {
 namespace {
@@ -191,6 +192,26 @@ TEST(DTypeKernels, CheckedConversionsFindTheFirstOverflowAtEveryLevel) {
     EXPECT_EQ(k->f32_to_f16_checked(edge.data(), out.data(), 2), 2u) << k->name;
     EXPECT_EQ(k->f32_to_bf16_checked(edge.data(), out.data(), 3), 3u) << k->name;
   }
+}
+
+// XXH3-64 at every level against the scalar level's, at every length up to 2.5 KiB (xxhash's
+// short, mid-size and long paths and their edges) and at 1 MiB (a checksum block), at odd
+// offsets; and against known values so the reference itself cannot drift.
+TEST(DTypeKernels, Checksum64IsTheSameAtEveryLevel) {
+  std::vector<unsigned char> data((1 << 20) + 64);
+  std::mt19937 rng(11);
+  for (auto& b : data) b = static_cast<unsigned char>(rng());
+  const auto& ref = kernels::ScalarKernels();
+  for (const DTypeKernels* k : SimdKernels()) {
+    SCOPED_TRACE(k->name);
+    for (std::size_t n = 0; n <= 2560; ++n) {
+      ASSERT_EQ(k->checksum64(data.data() + 3, n), ref.checksum64(data.data() + 3, n)) << n;
+    }
+    ASSERT_EQ(k->checksum64(data.data() + 1, 1 << 20), ref.checksum64(data.data() + 1, 1 << 20));
+  }
+  EXPECT_EQ(ref.checksum64("", 0), 0x2D06800538D394C2ull);  // XXH3-64 of nothing, seed 0
+  EXPECT_EQ(Checksum64(std::as_bytes(std::span<const unsigned char>(data))),
+            ref.checksum64(data.data(), data.size()));
 }
 
 TEST(DType, ConvertFromF32FindsAnOverflowAnywhereInALongSpan) {
