@@ -1,6 +1,7 @@
 """Shared fixtures: where the built binaries are, and tables of known values."""
 import os
 import pathlib
+import signal
 import subprocess
 import time
 
@@ -59,6 +60,18 @@ def make_table(make_table_bin, tmp_path):
         return path
 
     return make
+
+
+def as_from_a_terminal():
+    """A subprocess's preexec_fn: SIGINT, SIGTERM and SIGHUP unblocked and at their defaults, as a
+    shell at a terminal starts a command. A runner started in the background (nohup, `&` in a
+    script: CI) leaves SIGINT and SIGHUP ignored, and an ignored signal stays ignored across exec:
+    the CLI then rightly leaves it alone (docs: "those not ignored"), and Python installs no
+    KeyboardInterrupt handler, so the child would never see the signal."""
+    sigs = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, sigs)
+    for s in sigs:
+        signal.signal(s, signal.SIG_DFL)
 
 
 def run(cmd, **kw):

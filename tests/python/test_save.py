@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import embstore
-from conftest import run
+from conftest import as_from_a_terminal, run
 from embstore import errors
 
 BF16 = np.dtype(ml_dtypes.bfloat16)
@@ -274,7 +274,8 @@ def test_a_signal_mid_save_publishes_nothing(tmp_path, sig):
     dest = tmp_path / "out" / "t.emb"
     dest.parent.mkdir()
     p = subprocess.Popen([sys.executable, "-c", SAVER, str(dest)], stdin=subprocess.PIPE,
-                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                         preexec_fn=as_from_a_terminal)
     assert p.stdout.readline().strip() == "SAVING"
     p.send_signal(sig)
     out, err = p.communicate(timeout=60)

@@ -8,27 +8,17 @@ import time
 
 import pytest
 
-from conftest import wait_for_table, write_table
+from conftest import as_from_a_terminal, wait_for_table, write_table
 
 
 _SIGNALS = (signal.SIGINT, signal.SIGTERM, signal.SIGHUP)
-
-
-def _as_from_a_terminal():
-    """In the child before exec: the signals at their defaults, as a shell at a terminal starts a
-    command. A runner started in the background (nohup, `&` in a script: CI) leaves SIGINT and
-    SIGHUP ignored, and an ignored signal stays ignored across exec: the CLI then rightly leaves
-    it alone (docs: "those not ignored") and would never die of it."""
-    signal.pthread_sigmask(signal.SIG_UNBLOCK, _SIGNALS)
-    for s in _SIGNALS:
-        signal.signal(s, signal.SIG_DFL)
 
 
 def _kill_once_writing(cmd, outdir, sig):
     """Starts cmd, sends `sig` as soon as its temporary output exists; returns the exit status,
     or None when the command finished before it could be signalled."""
     proc = subprocess.Popen([str(c) for c in cmd], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, preexec_fn=_as_from_a_terminal)
+                            stderr=subprocess.PIPE, preexec_fn=as_from_a_terminal)
     deadline = time.monotonic() + 60
     while proc.poll() is None and time.monotonic() < deadline:
         if any(".tmp-" in n for n in os.listdir(outdir)):
@@ -46,7 +36,7 @@ def test_convert_removes_its_temporary_file(embstore_bin, tmp_path, sig):
     out.mkdir()
     proc = subprocess.Popen([str(embstore_bin), "convert", "-", str(out / "m.emb")],
                             stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL, preexec_fn=_as_from_a_terminal)
+                            stderr=subprocess.DEVNULL, preexec_fn=as_from_a_terminal)
     lines = (" ".join(["-0.0123456789"] * 128) + "\n").encode() * 1000  # 1.8 MB
     try:
         for _ in range(200):  # up to 360 MB
