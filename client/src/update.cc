@@ -167,6 +167,84 @@ UpdateStats StatsFor(const TableDesc& d) {
   return stats;
 }
 
+// What a sync brings to a copy `base` of an earlier version, found and checked before anything is
+// applied: the rows whose hashes differ, fetched, and the blocks that still differed after them,
+// fetched whole. `local` holds the copy's row hashes, computed from its bytes (a stored hash is
+// never trusted: the result's hashes are derived from these).
+struct Delta {
+  RowDigest digest;
+  std::vector<std::uint64_t> local;
+  std::vector<std::uint64_t> ids;
+  std::vector<std::byte> fetched;  // ids.size() rows
+  std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> whole;  // (block, its rows)
+};
+
+// nullopt when the source has no digest (stats->needs_full says why).
+Result<std::optional<Delta>> PlanDelta(RowSource& src, std::span<const std::byte> base,
+                                       const ReadOptions& options, UpdateStats* stats) {
+  const TableDesc& d = src.desc();
+  const std::size_t rb = d.row_bytes;
+  const std::uint64_t br = d.block_rows;
+  Delta delta;
+  // The copy's row hashes while the source's digest is on its way (most sources have row hashes;
+  // without them the blocks are compared instead).
+  delta.local.resize(d.rows);
+  std::thread hasher([&] { HashRows(base, rb, delta.local); });
+  auto digest_or = DigestOf(src, stats);
+  hasher.join();
+  EMBSTORE_ASSIGN_OR_RETURN(auto digest, std::move(digest_or));
+  if (!digest) return std::optional<Delta>();
+  delta.digest = std::move(*digest);
+  std::vector<std::uint64_t> local_blocks;
+  if (!stats->by_rows) {
+    local_blocks.resize(d.num_blocks);
+    for (std::uint64_t b = 0; b < d.num_blocks; ++b) {
+      const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
+      local_blocks[b] = store::Checksum64(base.subspan(first * rb, (last - first) * rb));
+    }
+  }
+  delta.ids = RowsToFetch(delta.digest, delta.local, local_blocks, d.rows, br);
+  EMBSTORE_ASSIGN_OR_RETURN(delta.fetched, Fetch(src, delta.ids, options, stats));
+  // Every block of the result, checked (on every core) before anything is applied, unless the
+  // source vouches for its hashes (a server checked them against verified rows): then the rows
+  // whose hashes match are the source's, and each fetched row was checked on arrival.
+  const Patched result(base, rb, br, delta.ids, delta.fetched);
+  std::vector<std::uint8_t> differs(d.num_blocks, 0);
+  Parallel(delta.digest.verified && stats->by_rows ? 0 : d.num_blocks, 16,
+           [&](std::uint64_t lo, std::uint64_t hi) {
+    for (std::uint64_t b = lo; b < hi; ++b) {
+      const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
+      differs[b] = result.BlockChecksum(first, last) != delta.digest.block_checksums[b];
+    }
+  });
+  for (std::uint64_t b = 0; b < d.num_blocks; ++b) {
+    if (!differs[b]) continue;
+    const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
+    std::vector<std::byte> block((last - first) * rb);
+    EMBSTORE_RETURN_NOT_OK(FetchBlock(src, first, last, block, options, stats));
+    delta.whole.emplace_back(b, std::move(block));
+  }
+  stats->up_to_date = delta.ids.empty() && delta.whole.empty();
+  return std::optional<Delta>(std::move(delta));
+}
+
+// Calls put(first_row, bytes) for each run of consecutive fetched rows, then for each block
+// fetched whole (which wins over rows inside it: it comes after them).
+template <typename Put>
+Status ForEachPatch(const Delta& delta, std::size_t rb, std::uint64_t br, Put put) {
+  for (std::size_t k = 0; k < delta.ids.size();) {
+    std::size_t e = k + 1;
+    while (e < delta.ids.size() && delta.ids[e] == delta.ids[e - 1] + 1) ++e;
+    EMBSTORE_RETURN_NOT_OK(put(delta.ids[k], std::span<const std::byte>(delta.fetched)
+                                                  .subspan(k * rb, (e - k) * rb)));
+    k = e;
+  }
+  for (const auto& [b, block] : delta.whole) {
+    EMBSTORE_RETURN_NOT_OK(put(b * br, std::span<const std::byte>(block)));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 Result<UpdateStats> UpdateInPlace(RowSource& src, std::span<std::byte> rows,
@@ -182,52 +260,14 @@ Result<UpdateStats> UpdateInPlace(RowSource& src, std::span<std::byte> rows,
                         " (" + std::to_string(stats.table_bytes) + " bytes)";
     return stats;
   }
-  const std::size_t rb = d.row_bytes;
-  const std::uint64_t br = d.block_rows;
-  // The copy's row hashes while the source's digest is on its way (most sources have row hashes;
-  // without them the blocks are compared instead).
-  std::vector<std::uint64_t> local(d.rows), local_blocks;
-  std::thread hasher([&] { HashRows(rows, rb, local); });
-  auto digest_or = DigestOf(src, &stats);
-  hasher.join();
-  EMBSTORE_ASSIGN_OR_RETURN(auto digest, std::move(digest_or));
-  if (!digest) return stats;
-  if (!stats.by_rows) {
-    local_blocks.resize(d.num_blocks);
-    for (std::uint64_t b = 0; b < d.num_blocks; ++b) {
-      const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
-      local_blocks[b] = store::Checksum64(rows.subspan(first * rb, (last - first) * rb));
-    }
-  }
-  const std::vector<std::uint64_t> ids = RowsToFetch(*digest, local, local_blocks, d.rows, br);
-  EMBSTORE_ASSIGN_OR_RETURN(std::vector<std::byte> fetched, Fetch(src, ids, options, &stats));
-  // Every block of the result, checked (on every core) before anything is applied, unless the
-  // source vouches for its hashes (a server checked them against verified rows): then the rows
-  // whose hashes match are the source's, and each fetched row was checked on arrival.
-  const Patched result(rows, rb, br, ids, fetched);
-  std::vector<std::uint8_t> differs(d.num_blocks, 0);
-  Parallel(digest->verified && stats.by_rows ? 0 : d.num_blocks, 16,
-           [&](std::uint64_t lo, std::uint64_t hi) {
-    for (std::uint64_t b = lo; b < hi; ++b) {
-      const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
-      differs[b] = result.BlockChecksum(first, last) != digest->block_checksums[b];
-    }
-  });
-  std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> whole;
-  for (std::uint64_t b = 0; b < d.num_blocks; ++b) {
-    if (!differs[b]) continue;
-    const std::uint64_t first = b * br, last = std::min(d.rows, first + br);
-    std::vector<std::byte> block((last - first) * rb);
-    EMBSTORE_RETURN_NOT_OK(FetchBlock(src, first, last, block, options, &stats));
-    whole.emplace_back(b, std::move(block));
-  }
-  for (std::size_t k = 0; k < ids.size(); ++k) {
-    std::memcpy(rows.data() + ids[k] * rb, fetched.data() + k * rb, rb);
-  }
-  for (const auto& [b, block] : whole) {
-    std::memcpy(rows.data() + b * br * rb, block.data(), block.size());
-  }
-  stats.up_to_date = ids.empty() && whole.empty();
+  EMBSTORE_ASSIGN_OR_RETURN(auto delta, PlanDelta(src, rows, options, &stats));
+  if (!delta) return stats;
+  EMBSTORE_RETURN_NOT_OK(ForEachPatch(
+      *delta, d.row_bytes, d.block_rows,
+      [&](std::uint64_t first, std::span<const std::byte> bytes) {
+        std::memcpy(rows.data() + first * d.row_bytes, bytes.data(), bytes.size());
+        return Status::OK();
+      }));
   stats.seconds = Since(start);
   return stats;
 }
@@ -252,34 +292,23 @@ Result<UpdateStats> UpdateFile(RowSource& src, const std::string& path,
     stats.seconds = Since(start);
     return stats;
   }
-  EMBSTORE_ASSIGN_OR_RETURN(auto digest, DigestOf(src, &stats));
-  if (!digest) return stats;
-  if (!stats.by_rows && old->block_rows() != d.block_rows) {
-    stats.needs_full = true;
-    stats.full_reason = "'" + path + "' has " + std::to_string(old->block_rows()) +
-                        "-row checksum blocks and table '" + d.name + "' " +
-                        std::to_string(d.block_rows) +
-                        "-row ones, and without row hashes only blocks can be compared";
-    return stats;
-  }
   const std::size_t rb = d.row_bytes;
   const std::uint64_t br = d.block_rows;
   EMBSTORE_ASSIGN_OR_RETURN(std::span<const std::byte> base, old->RowBytes(0, d.rows));
-  std::vector<std::uint64_t> local, local_blocks;
-  if (stats.by_rows) {
-    local.resize(d.rows);
-    if (old->has_row_hashes()) {
-      for (std::uint64_t r = 0; r < d.rows; ++r) local[r] = old->StoredRowHash(r);
-    } else {
-      HashRows(base, rb, local);
-    }
-  } else {
-    local_blocks.resize(old->num_blocks());
-    for (std::uint64_t b = 0; b < old->num_blocks(); ++b) local_blocks[b] = old->BlockChecksum(b);
-  }
-  const std::vector<std::uint64_t> ids = RowsToFetch(*digest, local, local_blocks, d.rows, br);
-  EMBSTORE_ASSIGN_OR_RETURN(std::vector<std::byte> fetched,
-                            Fetch(src, ids, options.read, &stats));
+  EMBSTORE_ASSIGN_OR_RETURN(auto delta, PlanDelta(src, base, options.read, &stats));
+  if (!delta) return stats;
+  EMBSTORE_RETURN_NOT_OK(old->CheckIntact());
+
+  // The result's row hashes: the copy's, with the patched rows hashed again; its block checksums
+  // are the source's, which every block of it now matches.
+  std::vector<std::uint64_t> hashes = std::move(delta->local);
+  EMBSTORE_RETURN_NOT_OK(ForEachPatch(
+      *delta, rb, br, [&](std::uint64_t first, std::span<const std::byte> bytes) {
+        for (std::size_t at = 0; at < bytes.size(); at += rb) {
+          hashes[first + at / rb] = store::Checksum64(bytes.subspan(at, rb));
+        }
+        return Status::OK();
+      }));
 
   store::WriterOptions w;
   w.dtype = d.dtype;
@@ -291,29 +320,18 @@ Result<UpdateStats> UpdateFile(RowSource& src, const std::string& path,
   w.durable = options.durable;
   w.metadata = d.metadata;
   EMBSTORE_ASSIGN_OR_RETURN(auto writer, store::TableWriter::Create(path, w));
-  // Whole blocks at a time, about 16 MiB: the old rows with the fetched ones in place, each block
-  // checked against the source's checksum (fetched whole when it differs), then appended.
-  const Patched result(base, rb, br, ids, fetched);
-  const std::uint64_t blocks_per_chunk =
-      std::max<std::uint64_t>(1, (16ull << 20) / std::max<std::uint64_t>(1, br * rb));
-  std::vector<std::byte> chunk;
-  for (std::uint64_t b0 = 0; b0 < d.num_blocks; b0 += blocks_per_chunk) {
-    const std::uint64_t b1 = std::min(d.num_blocks, b0 + blocks_per_chunk);
-    const std::uint64_t first = b0 * br, last = std::min(d.rows, b1 * br);
-    chunk.resize((last - first) * rb);
-    result.Copy(first, last, chunk);
-    for (std::uint64_t b = b0; b < b1; ++b) {
-      const std::uint64_t r0 = b * br, r1 = std::min(d.rows, r0 + br);
-      const auto block = std::span<std::byte>(chunk).subspan((r0 - first) * rb, (r1 - r0) * rb);
-      if ((digest->verified && stats.by_rows) ||
-          store::Checksum64(block) == digest->block_checksums[b]) {
-        continue;
-      }
-      EMBSTORE_RETURN_NOT_OK(FetchBlock(src, r0, r1, block, options.read, &stats));
-    }
-    EMBSTORE_RETURN_NOT_OK(old->CheckIntact());
-    EMBSTORE_RETURN_NOT_OK(writer->AppendRows(chunk));
-  }
+  // The copy's matrix moved by the kernel (its extents shared where the filesystem can), then the
+  // changed rows written over it: the new file is written whole, and only the changed rows pass
+  // through this process.
+  EMBSTORE_RETURN_NOT_OK(writer->AppendMatrixFrom(old->fd(), old->data_offset(), d.rows,
+                                                  delta->digest.block_checksums,
+                                                  std::move(hashes)));
+  stats.shared_extents = writer->matrix_shared();
+  EMBSTORE_RETURN_NOT_OK(old->CheckIntact());
+  EMBSTORE_RETURN_NOT_OK(ForEachPatch(
+      *delta, rb, br, [&](std::uint64_t first, std::span<const std::byte> bytes) {
+        return writer->PatchRows(first, bytes);
+      }));
   if (d.has_keys) {
     EMBSTORE_ASSIGN_OR_RETURN(std::vector<std::string> keys, src.Keys(0, d.rows));
     std::vector<std::string_view> views(keys.begin(), keys.end());
@@ -321,6 +339,7 @@ Result<UpdateStats> UpdateFile(RowSource& src, const std::string& path,
     EMBSTORE_RETURN_NOT_OK(writer->AppendKeys(views));
   }
   EMBSTORE_RETURN_NOT_OK(writer->Finish());
+  stats.up_to_date = false;
   stats.seconds = Since(start);
   return stats;
 }

@@ -371,6 +371,8 @@ Status Table::CheckIntact() const {
   return Status::OK();
 }
 
+int Table::fd() const { return mapping_->file.get_mapping_handle().handle; }
+
 std::uint64_t Table::BlockChecksum(std::uint64_t block) const {
   return LoadU64(checksums_ + 8 * block);
 }

@@ -1,5 +1,8 @@
 #include "embstore/store/writer.h"
 
+#include <linux/fs.h>
+#include <sys/ioctl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -72,6 +75,72 @@ std::vector<TensorEntry> Tensors(DType dtype, std::uint64_t rows, std::uint64_t 
     add(kTensorKeyChecksums, "U64", {3}, 3 * 8);
   }
   return t;
+}
+
+// Moves n bytes from `in` at in_off to `out` at out_off inside the kernel: shares the extents
+// (FICLONERANGE) where the filesystem can, else copy_file_range, else pread/pwrite (a kernel
+// without copy_file_range between these files). Returns whether the extents were shared. A clone
+// covers whole filesystem blocks only: the offsets must be block-aligned and a short tail is copied.
+Result<bool> KernelCopy(int in, std::uint64_t in_off, int out, std::uint64_t out_off,
+                        std::uint64_t n, const std::string& what) {
+  bool shared = false;
+  struct stat st;
+  const std::uint64_t blk = ::fstat(out, &st) == 0 && st.st_blksize > 0
+                                ? static_cast<std::uint64_t>(st.st_blksize) : 4096;
+  const std::uint64_t whole = n / blk * blk;
+  if (whole > 0 && in_off % blk == 0 && out_off % blk == 0) {
+    file_clone_range r{};
+    r.src_fd = in;
+    r.src_offset = in_off;
+    r.src_length = whole;
+    r.dest_offset = out_off;
+    if (::ioctl(out, FICLONERANGE, &r) == 0) {
+      shared = true;
+      in_off += whole;
+      out_off += whole;
+      n -= whole;
+    }
+    // Any failure (no reflink on this filesystem, different filesystems, unaligned blocks) leaves
+    // the destination as it was: the copy below does the whole range.
+  }
+  bool kernel = true;
+  std::vector<char> buf;
+  while (n > 0) {
+    ssize_t got;
+    if (kernel) {
+      loff_t i = static_cast<loff_t>(in_off), o = static_cast<loff_t>(out_off);
+      got = ::copy_file_range(in, &i, out, &o, std::min<std::uint64_t>(n, 1u << 30), 0);
+      if (got < 0 && (errno == ENOSYS || errno == EXDEV || errno == EOPNOTSUPP ||
+                      errno == EINVAL)) {
+        kernel = false;
+        continue;
+      }
+    } else {
+      buf.resize(1u << 20);
+      got = ::pread(in, buf.data(), std::min<std::uint64_t>(n, buf.size()),
+                    static_cast<off_t>(in_off));
+      if (got > 0) {
+        std::size_t put = 0;
+        while (put < static_cast<std::size_t>(got)) {
+          ssize_t w = ::pwrite(out, buf.data() + put, static_cast<std::size_t>(got) - put,
+                               static_cast<off_t>(out_off + put));
+          if (w < 0 && errno == EINTR) continue;
+          if (w < 0) return Status::FromErrno(what + ": write", errno);
+          put += static_cast<std::size_t>(w);
+        }
+      }
+    }
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) return Status::FromErrno(what, errno);
+    if (got == 0) {
+      return Status::IOError(what + ": the source ended " + std::to_string(n) +
+                             " bytes early (truncated underneath?)");
+    }
+    in_off += static_cast<std::uint64_t>(got);
+    out_off += static_cast<std::uint64_t>(got);
+    n -= static_cast<std::uint64_t>(got);
+  }
+  return shared;
 }
 
 }  // namespace
@@ -183,6 +252,10 @@ Status TableWriter::AppendRows(std::span<const std::byte> encoded) {
   if (finished_ || !file_) {
     return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");
   }
+  if (matrix_given_) {
+    return Fail(Status::FailedPrecondition("table '" + path_ +
+                                           "': rows appended after AppendMatrixFrom"));
+  }
   if (encoded.size() % row_bytes_ != 0) {
     return Fail(Status::InvalidArgument(
         "table '" + path_ + "': appended " + std::to_string(encoded.size()) +
@@ -200,6 +273,51 @@ Status TableWriter::AppendRows(std::span<const std::byte> encoded) {
     }
   }
   buffer_.append(reinterpret_cast<const char*>(encoded.data()), encoded.size());
+  return Status::OK();
+}
+
+Status TableWriter::AppendMatrixFrom(int fd, std::uint64_t offset, std::uint64_t rows,
+                                     std::vector<std::uint64_t> checksums,
+                                     std::vector<std::uint64_t> row_hashes) {
+  if (finished_ || !file_) {
+    return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");
+  }
+  if (rows_ != 0 || matrix_given_) {
+    return Fail(Status::FailedPrecondition("table '" + path_ +
+                                           "': AppendMatrixFrom on a writer that has rows"));
+  }
+  const std::uint64_t blocks = (rows + block_rows_ - 1) / block_rows_;
+  if (checksums.size() != blocks || (options_.row_hashes && row_hashes.size() != rows)) {
+    return Fail(Status::InvalidArgument(
+        "table '" + path_ + "': " + std::to_string(rows) + " rows given with " +
+        std::to_string(checksums.size()) + " block checksums (" + std::to_string(blocks) +
+        " blocks) and " + std::to_string(row_hashes.size()) + " row hashes"));
+  }
+  auto shared = KernelCopy(fd, offset, file_->fd(), data_start_, rows * row_bytes_,
+                           "table '" + path_ + "': copy the matrix into '" + temp_path_ + "'");
+  if (!shared.ok()) return Fail(shared.status());
+  matrix_given_ = true;
+  matrix_shared_ = *shared;
+  rows_ = rows;
+  flushed_ = rows * row_bytes_;
+  checksums_ = std::move(checksums);
+  if (options_.row_hashes) row_hashes_ = std::move(row_hashes);
+  return Status::OK();
+}
+
+Status TableWriter::PatchRows(std::uint64_t first_row, std::span<const std::byte> encoded) {
+  if (finished_ || !file_) {
+    return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");
+  }
+  if (!matrix_given_ || encoded.size() % row_bytes_ != 0 || first_row > rows_ ||
+      encoded.size() / row_bytes_ > rows_ - first_row) {
+    return Fail(Status::InvalidArgument(
+        "table '" + path_ + "': cannot patch " + std::to_string(encoded.size()) +
+        " bytes at row " + std::to_string(first_row) + " of " + std::to_string(rows_) +
+        (matrix_given_ ? " rows" : " rows (PatchRows needs AppendMatrixFrom first)")));
+  }
+  Status st = file_->WriteAt(data_start_ + first_row * row_bytes_, encoded);
+  if (!st.ok()) return Fail(st);
   return Status::OK();
 }
 

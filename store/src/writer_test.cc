@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 #include "embstore/store/checksum.h"
@@ -360,6 +362,130 @@ TEST(WriterRowHashes, StoredHashesAreEachRowsXxh3AndVersion3) {
   EXPECT_EQ(row1[0], 9.0f);
 }
 
+// The matrix of another table moved in by the kernel, a few rows patched, checksums and row hashes
+// given by the caller: the result is the table an ordinary writer makes of the same rows. The
+// source's data offset differs from the new file's (its header holds more metadata), and its row
+// count is not a multiple of the block or of a page. EMBSTORE_TEST_REFLINK_DIR names a directory on
+// a filesystem that reflinks (XFS, btrfs) where the extents must be shared; elsewhere the kernel
+// copies them.
+void MatrixFromCase(const std::string& dir, bool must_share) {
+  const std::uint64_t rows = 70001, dim = 5, br = 64;
+  auto values = RandomMatrix(rows, dim, 21);
+  WriterOptions src_o = Opts(dim);
+  src_o.block_rows = 1000;
+  for (int i = 0; i < 300; ++i) src_o.metadata["k" + std::to_string(i)] = std::string(20, 'x');
+  {
+    auto w = TableWriter::Create(dir + "/old.emb", src_o);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AppendRowsF32(values).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  auto expected = values;
+  const std::vector<std::uint64_t> changed{0, 3, 500, 501, 502, rows - 1};
+  for (std::uint64_t r : changed) expected[r * dim + 1] += 1.5f;
+  WriterOptions o = Opts(dim);
+  o.block_rows = br;
+  o.row_hashes = true;
+  {
+    auto w = TableWriter::Create(dir + "/ref.emb", o);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AppendRowsF32(expected).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  auto old = Table::Open(dir + "/old.emb");
+  auto ref = Table::Open(dir + "/ref.emb", {.verify = true});
+  ASSERT_TRUE(old.ok() && ref.ok());
+  ASSERT_NE((*old)->data_offset(), (*ref)->data_offset());
+  std::vector<std::uint64_t> sums((*ref)->num_blocks()), hashes(rows);
+  for (std::uint64_t b = 0; b < sums.size(); ++b) sums[b] = (*ref)->BlockChecksum(b);
+  ASSERT_TRUE((*ref)->RowHashes(0, rows, hashes).ok());
+
+  auto w = TableWriter::Create(dir + "/new.emb", o);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE(
+      (*w)->AppendMatrixFrom((*old)->fd(), (*old)->data_offset(), rows, sums, hashes).ok());
+  if (must_share) {
+    EXPECT_TRUE((*w)->matrix_shared());
+  }
+  ASSERT_TRUE((*w)->PatchRows(0, *(*ref)->RowBytes(0, 1)).ok());
+  ASSERT_TRUE((*w)->PatchRows(3, *(*ref)->RowBytes(3, 4)).ok());
+  ASSERT_TRUE((*w)->PatchRows(500, *(*ref)->RowBytes(500, 503)).ok());
+  ASSERT_TRUE((*w)->PatchRows(rows - 1, *(*ref)->RowBytes(rows - 1, rows)).ok());
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto t = Table::Open(dir + "/new.emb", {.verify = true});
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  ASSERT_TRUE((*t)->VerifyRowHashes(0, rows).ok());
+  EXPECT_EQ(ContentId(**t), ContentId(**ref));
+  const auto got = *(*t)->RowBytes(0, rows);
+  const auto want = *(*ref)->RowBytes(0, rows);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), want.size()), 0);
+  // The old file is untouched (shared extents are copied on write).
+  const auto before = std::as_bytes(std::span<const float>(values));
+  const auto old_rows = *(*old)->RowBytes(0, rows);
+  EXPECT_EQ(std::memcmp(old_rows.data(), before.data(), before.size()), 0);
+}
+
+TEST(WriterMatrixFrom, MakesTheTableAnOrdinaryWriterWould) { MatrixFromCase(TempDir(), false); }
+
+TEST(WriterMatrixFrom, SharesExtentsWhereTheFilesystemReflinks) {
+  const char* dir = std::getenv("EMBSTORE_TEST_REFLINK_DIR");
+  if (dir == nullptr) {
+    GTEST_SKIP() << "EMBSTORE_TEST_REFLINK_DIR is not set";
+  }
+  const std::string sub = std::string(dir) + "/writer-matrix-from";
+  ::mkdir(sub.c_str(), 0755);
+  MatrixFromCase(sub, true);
+  for (const char* f : {"/old.emb", "/ref.emb", "/new.emb"}) std::remove((sub + f).c_str());
+  ::rmdir(sub.c_str());
+}
+
+TEST(WriterMatrixFrom, RefusesMisuseAndLeavesNothingBehind) {
+  const std::string dir = TempDir();
+  auto values = RandomMatrix(100, 4, 2);
+  ASSERT_TRUE(WriteTable(dir + "/old.emb", values, 4, DType::kF32, nullptr, 10).ok());
+  auto old = Table::Open(dir + "/old.emb");
+  ASSERT_TRUE(old.ok());
+  const int entries = CountEntries(dir);
+  WriterOptions o = Opts(4);
+  o.block_rows = 10;
+  std::vector<std::uint64_t> sums(10);
+  {  // PatchRows needs a given matrix
+    auto w = TableWriter::Create(dir + "/a.emb", o);
+    ASSERT_TRUE(w.ok());
+    Status st = (*w)->PatchRows(0, *(*old)->RowBytes(0, 1));
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  }
+  {  // one checksum a block
+    auto w = TableWriter::Create(dir + "/a.emb", o);
+    ASSERT_TRUE(w.ok());
+    Status st = (*w)->AppendMatrixFrom((*old)->fd(), (*old)->data_offset(), 100,
+                                       std::vector<std::uint64_t>(9), {});
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  }
+  {  // no appends after it
+    auto w = TableWriter::Create(dir + "/a.emb", o);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AppendMatrixFrom((*old)->fd(), (*old)->data_offset(), 100, sums, {}).ok());
+    Status st = (*w)->AppendRows(*(*old)->RowBytes(0, 1));
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition) << st.ToString();
+  }
+  {  // a source shorter than the rows asked for (truncated underneath)
+    auto w = TableWriter::Create(dir + "/a.emb", o);
+    ASSERT_TRUE(w.ok());
+    Status st = (*w)->AppendMatrixFrom((*old)->fd(), (*old)->file_size() - 400, 100, sums, {});
+    EXPECT_EQ(st.code(), StatusCode::kIOError) << st.ToString();
+    EXPECT_NE(st.message().find("a.emb"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.message().find("early"), std::string::npos) << st.ToString();
+  }
+  {  // the fd of no file
+    auto w = TableWriter::Create(dir + "/a.emb", o);
+    ASSERT_TRUE(w.ok());
+    Status st = (*w)->AppendMatrixFrom(-1, 0, 100, sums, {});
+    EXPECT_FALSE(st.ok());
+    EXPECT_NE(st.message().find("a.emb"), std::string::npos) << st.ToString();
+  }
+  EXPECT_EQ(CountEntries(dir), entries);
+}
+
 }  // namespace
 }  // namespace embstore::store
-

@@ -37,6 +37,9 @@ struct UpdateStats {
   std::uint64_t row_bytes_moved = 0;   // bytes of rows (and keys) brought here
   std::uint64_t table_bytes = 0;       // the matrix's size, for the ratio
   std::uint64_t content_id = 0;        // the version the copy now holds
+  // UpdateFile: the new file shares the unchanged rows' extents with the old one (a reflink), so
+  // only the changed rows' pages were written; false: the kernel copied the matrix.
+  bool shared_extents = false;
   double seconds = 0;
   std::uint64_t moved() const { return digest_bytes + row_bytes_moved; }
 };
@@ -55,7 +58,9 @@ struct UpdateFileOptions {
 
 // `path` is a table file holding an earlier version; a new file with the source's version (its
 // rows, keys, block size and user metadata; row hashes stored) is written next to it and renamed
-// over it, so readers of `path` see the old file or the new one, never a mix. needs_full when the
+// over it, so readers of `path` see the old file or the new one, never a mix. The new file starts as
+// the old one's matrix moved by the kernel (extents shared where the filesystem reflinks: XFS,
+// btrfs), then the changed rows are written over it; only those pass through this process. needs_full when the
 // file's shape or dtype differ from the source's or the source has no digest: nothing is written.
 Result<UpdateStats> UpdateFile(RowSource& source, const std::string& path,
                                const UpdateFileOptions& options = {});

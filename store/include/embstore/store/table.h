@@ -74,6 +74,9 @@ class Table {
   // The whole file as mapped (header included); valid while the Table lives. For code that must
   // watch the mapping itself, such as a server guarding against the file shrinking under it.
   std::span<const std::byte> mapped_file() const { return {base_, file_size_}; }
+  // A descriptor of the mapped file itself (the inode mapped, whatever its path names now), open
+  // read-only while the Table lives; for kernel copies of its bytes (TableWriter::AppendMatrixFrom).
+  int fd() const;
 
   // The whole __metadata__ map, embstore.* keys included.
   const std::map<std::string, std::string>& metadata() const { return metadata_; }

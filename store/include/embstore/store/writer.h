@@ -107,6 +107,22 @@ class TableWriter {
   Result<KeyedAppend> AppendKeyedRows(std::span<const std::byte> encoded,
                                       std::span<const std::string_view> keys);
 
+  // The whole matrix at once from another file, for a table that is an earlier one with a few
+  // rows changed (a delta sync): `rows` rows encoded in this table's dtype lie in `fd` at byte
+  // `offset`. The kernel moves them: the extents are shared with the other file where the
+  // filesystem can (a reflink, FICLONERANGE: XFS, btrfs; nothing is copied until either file
+  // changes), else copied by copy_file_range, so the bytes never pass through this process.
+  // PatchRows then writes the rows that changed. The caller computed (and checked) the final
+  // block checksums and row hashes; they are stored as given, so nothing is read back. Only on a
+  // writer with no rows yet; rows cannot be appended after it. Sizes are checked: `checksums`
+  // holds one per block, `row_hashes` one per row (ignored without options.row_hashes).
+  Status AppendMatrixFrom(int fd, std::uint64_t offset, std::uint64_t rows,
+                          std::vector<std::uint64_t> checksums,
+                          std::vector<std::uint64_t> row_hashes);
+  // Writes rows [first_row, first_row + n) of a matrix given by AppendMatrixFrom, bytes only.
+  Status PatchRows(std::uint64_t first_row, std::span<const std::byte> encoded);
+  // Whether AppendMatrixFrom shared the extents (false: the kernel copied the bytes).
+  bool matrix_shared() const { return matrix_shared_; }
   // Appends keys, one per row, in row order. Only when options.with_keys. Keys must be 1 to
   // kMaxKeyBytes bytes; uniqueness is checked at Finish() (AlreadyExists naming both rows).
   Status AppendKeys(std::span<const std::string_view> keys);
@@ -158,6 +174,8 @@ class TableWriter {
   std::vector<std::uint64_t> checksums_;
   std::vector<std::uint64_t> row_hashes_;  // options_.row_hashes: one per appended row
   std::vector<std::uint64_t> dirty_blocks_;  // rewritten by OverwriteRows; rehashed at Finish
+  bool matrix_given_ = false;   // AppendMatrixFrom: checksums and row hashes came with it
+  bool matrix_shared_ = false;  // ... and its extents are shared with the file they came from
   std::string key_bytes_;
   std::vector<std::uint64_t> key_ends_;  // end offset of each key in key_bytes_
   // AppendKeyedRows' open-addressing index of the keys so far (row numbers, kEmptySlot where
