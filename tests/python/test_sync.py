@@ -82,6 +82,27 @@ def test_update_from_a_server_moves_only_hashes_and_changed_rows(server, tmp_pat
     assert got is stale and np.array_equal(stale, new)
 
 
+def test_a_digest_of_many_pages_from_a_server(server):
+    """More rows than one RowHashes reply holds (262,144), fetched a few pages at a time: with
+    12-byte rows a checksum block is 87,381 rows, so blocks straddle the pages and two replies
+    carry the same block's checksum. The rows that changed sit on the page edges."""
+    rows, dim = 600_001, 3
+    rng = np.random.default_rng(5)
+    old = rng.standard_normal((rows, dim)).astype(np.float32)
+    new = old.copy()
+    ids = np.array([0, 262_143, 262_144, 524_287, 524_288, rows - 1])
+    new[ids] += 1
+    embstore.save(old, server.store / "p.emb")
+    wait_for_table(server.unix, "p")
+    embstore.save(new, server.store / "p.emb", force=True)
+    wait_for_version(server.unix, "p", old, new, timeout=20)
+    copy = old.copy()
+    s = embstore.update(copy, server.unix, "p", local=False)
+    assert np.array_equal(copy, new)
+    assert s["changed_rows"] == len(ids) and s["refetched_blocks"] == 0
+    assert 8 * rows <= s["digest_bytes"] < 8 * rows + 4096
+
+
 def test_a_version_change_mid_sync_leaves_the_copy_as_it_was(server):
     old, new, _ = versions(3)
     embstore.save(old, server.store / "t.emb")

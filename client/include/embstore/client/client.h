@@ -65,7 +65,8 @@ class Client {
   Result<LookupResult> LookupKeys(const std::string& table, std::span<const std::string> keys);
 
   // The row hashes and block checksums of version `expected_content_id` of a table of `rows`
-  // rows (RowHashes RPCs of up to 262144 rows each); *bytes grows by the replies' size.
+  // rows (RowHashes RPCs of up to 262144 rows each, up to four at a time); *bytes grows by the
+  // replies' size.
   Status RowHashes(const std::string& table, std::uint64_t expected_content_id, std::uint64_t rows,
                    std::vector<std::uint64_t>* row_hashes,
                    std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes,
