@@ -75,21 +75,22 @@ inline std::size_t FirstOverflow(const float* src, std::size_t n, std::uint32_t 
   return n;
 }
 
-// F32ToBf16 with the overflow check fused in: one pass converts a block and keeps its largest
-// magnitude (one max per value; infinities and NaNs count too, so the hot loop has no finite
-// test). Only a block whose largest magnitude reaches kBF16OverflowBits is looked at again, for a
-// finite value that does. Returns that value's index (dst then written to the end of its block),
-// or n.
+// F32ToBf16 with the overflow check fused in: one pass converts a block and keeps the largest of
+// its outputs shifted left by one (the sign dropped), on 16-bit lanes, half as many vectors as the
+// inputs would take. A finite input overflows exactly when its output is infinity (0x7F80, so
+// 0xFF00 shifted; NaNs are above, and count too, so the hot loop has no finite test). Only a block
+// that reaches 0xFF00 is looked at again, on its inputs, for a finite value that reaches
+// kBF16OverflowBits. Returns that value's index (dst then written to the end of its block), or n.
 inline std::size_t F32ToBf16Checked(const float* src, std::uint16_t* dst, std::size_t n) {
   for (std::size_t b = 0; b < n; b += kCheckBlock) {
     const std::size_t m = std::min(kCheckBlock, n - b);
-    std::uint32_t top = 0;
+    std::uint16_t top = 0;
     for (std::size_t i = b; i < b + m; ++i) {
-      const std::uint32_t u = Bits(src[i]);
-      dst[i] = Bf16Bits(u);
-      top = std::max(top, u & 0x7FFFFFFFu);
+      const std::uint16_t h = Bf16Bits(Bits(src[i]));
+      dst[i] = h;
+      top = std::max(top, static_cast<std::uint16_t>(h << 1));
     }
-    if (top >= kBF16OverflowBits) {
+    if (top >= 0xFF00u) {
       const std::size_t at = FirstOverflow(src + b, m, kBF16OverflowBits);
       if (at < m) return b + at;
     }
