@@ -202,7 +202,37 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
     return done;
   }
 
+  // Four tokens: where all four have the '%.18e' template (AllSci18, simd_isa.h), a class
+  // check and fixed offsets; otherwise the general shape analysis of ScanEncodeSciShapes4.
   static std::uint32_t ScanEncodeSci4(const char* const* tok, std::uint32_t* out,
+                                      std::uint32_t* inf) {
+    const char* f[4];
+    std::uint32_t negative[4];
+    if (!AllSci18<4>(tok, f, negative)) return ScanEncodeSciShapes4(tok, out, inf);
+    std::uint64_t head[4];
+    std::int32_t q[4];
+#pragma GCC unroll 4
+    for (int k = 0; k < 4; ++k) Sci18Fields(f[k], &head[k], &q[k]);
+    __m256i lo2[2];
+#pragma GCC unroll 2
+    for (int g = 0; g < 2; ++g) {
+      lo2[g] = Digits16x2(
+          _mm256_sub_epi8(Load2x16(f[2 * g] + 4, f[2 * g + 1] + 4), _mm256_set1_epi8('0')));
+    }
+    const __m256i lo = _mm256_permute4x64_epi64(_mm256_unpacklo_epi64(lo2[0], lo2[1]), 0xd8);
+    const __m256i w = _mm256_add_epi64(
+        _mm256_setr_epi64x(static_cast<long long>(head[0]), static_cast<long long>(head[1]),
+                           static_cast<long long>(head[2]), static_cast<long long>(head[3])),
+        lo);
+    return EncodeStore4(
+        w, q, _mm256_set1_epi64x(-1),
+        _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),
+                       static_cast<int>(negative[2]), static_cast<int>(negative[3])),
+        out, inf);
+  }
+
+  // ScanEncodeSci4 for any token shape: CheckSciShape on each token's byte masks.
+  static std::uint32_t ScanEncodeSciShapes4(const char* const* tok, std::uint32_t* out,
                                       std::uint32_t* inf) {
     std::uint64_t head[4];
     std::int32_t q[4];

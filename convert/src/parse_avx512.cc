@@ -261,17 +261,11 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
 
   static constexpr bool kSciTokens = true;
 
-  // Eight tokens in scientific notation with 16 to 18 fraction digits (np.savetxt's '%.18e' and
-  // its kin; see parse_impl.h). Two tokens share a register, one per 256-bit half; per token,
-  // scalar bit operations on its 32-bit masks check the shape byte for byte; the 16 fraction
-  // digits right before the exponent go through Digits16's combining four tokens at a time, the
-  // one to three leading digits and the exponent through selects, and all eight through
-  // EncodeStore8.
-  template <DType T>
-  static std::uint32_t ScanEncodeSci8(const char* const* tok, std::byte* out, std::uint32_t* inf) {
-    std::uint64_t head[8];
-    std::int32_t q[8];
-    const char* tail[8];  // the 16 fraction digits before the exponent
+  // The fields of eight tokens of any shape CheckSciShape takes: two tokens share a register,
+  // one per 256-bit half, and scalar bit operations on each token's 32-bit masks check it.
+  static void ScanSciShapes8(const char* const* tok, std::uint64_t* head, std::int32_t* q,
+                             const char** tail, std::uint32_t* good_out,
+                             std::uint32_t* negative_out) {
     std::uint32_t good = 0;
     std::uint32_t negative = 0;
 #pragma GCC unroll 4
@@ -305,6 +299,35 @@ struct Avx512Isa : SimdIsa<xsimd::avx512bw, xsimd::avx2> {
         good |= static_cast<std::uint32_t>(sh.ok) << k;
         negative |= static_cast<std::uint32_t>(sh.negative) << k;
       }
+    }
+    *good_out = good;
+    *negative_out = negative;
+  }
+
+  // Eight tokens in scientific notation with 16 to 18 fraction digits (np.savetxt's '%.18e' and
+  // its kin; see parse_impl.h): by the '%.18e' template where all eight have it, else by
+  // ScanSciShapes8. The 16 fraction digits right before the exponent go through Digits16's
+  // combining four tokens at a time, and all eight through EncodeAny8.
+  template <DType T>
+  static std::uint32_t ScanEncodeSci8(const char* const* tok, std::byte* out, std::uint32_t* inf) {
+    std::uint64_t head[8];
+    std::int32_t q[8];
+    const char* tail[8];  // the 16 fraction digits before the exponent
+    std::uint32_t good = 0;
+    std::uint32_t negative = 0;
+    const char* f[8];
+    std::uint32_t sign[8];
+    if (AllSci18<8>(tok, f, sign)) {
+      // All eight have np.savetxt's template: fixed offsets (simd_isa.h).
+#pragma GCC unroll 8
+      for (int k = 0; k < 8; ++k) {
+        Sci18Fields(f[k], &head[k], &q[k]);
+        tail[k] = f[k] + 4;
+        negative |= (sign[k] >> 31) << k;
+      }
+      good = 0xff;
+    } else {
+      ScanSciShapes8(tok, head, q, tail, &good, &negative);
     }
     __m512i lo4[2];
 #pragma GCC unroll 2

@@ -444,6 +444,27 @@ TEST_P(KernelVsScalar, AgreesOnRowsOfScientificTokens) {
   CheckRowsOf(*GetParam(), SciToken, 40, 1500, 31337);
 }
 
+// np.savetxt's '%.18e' exactly (the template the AVX2 kernel checks by byte classes), with a
+// leading sign or not, and where errors are allowed one byte in six tokens replaced by any byte:
+// every class boundary (digits, '.', 'e'/'E', signs, blanks, line breaks and their neighbours
+// in the nibble tables, such as ')' and '\x0b') lands at every template position.
+std::string Sci18Token(std::mt19937_64& rng, bool allow_errors) {
+  char buf[96];
+  const double v = std::normal_distribution<double>(0, 1)(rng) *
+                   std::pow(10.0, std::uniform_int_distribution<int>(-40, 38)(rng));
+  const char* sign = (rng() % 5 == 0) ? "+" : "";
+  std::snprintf(buf, sizeof buf, (rng() % 9 == 0) ? "%s%.18E" : "%s%.18e", sign, v);
+  std::string t = buf;
+  if (allow_errors && rng() % 6 == 0) t[rng() % t.size()] = static_cast<char>(rng() % 256);
+  return t;
+}
+
+TEST_P(KernelVsScalar, AgreesOnRowsOfSavetxtTokensAndOneByteChanges) {
+  CheckRowsOf(*GetParam(), Sci18Token, 40, 1500, 4242);
+  if (HasFatalFailure()) return;
+  CheckRowsOf(*GetParam(), Sci18Token, 40, 300, 4243, DType::kF16);
+}
+
 // Short tokens near halfway points of a 16-bit format (`precision` significand bits): exact,
 // and printed to 13-15 significant digits (a hair off, either side), plus the overflow edge.
 std::string SmallHalfwayToken(std::mt19937_64& rng, int precision) {
