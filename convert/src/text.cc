@@ -31,6 +31,96 @@ void Prefault(const Chunk& c) {
 #endif
 }
 
+// The input side of the pipeline on a thread of its own: cuts chunks ahead of the parsers
+// (for a stream, the reading and inflating), maps a mapped chunk's pages (Prefault), and drops
+// the pages of consumed chunks (Input::ReleaseMapped). On one core that work was about a
+// quarter of the AVX2 kernel's parsing time for '%.18e' on tmpfs (perf: madvise and page
+// faults); here it overlaps parsing. While it runs, only it touches the chunker and the input.
+class ChunkAhead {
+ public:
+  ChunkAhead(Chunker* chunker, Input* in, std::size_t depth)
+      : chunker_(chunker), in_(in), depth_(depth), thread_([this] { Run(); }) {}
+  ~ChunkAhead() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      stop_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+
+  // The next chunk in input order; false at the end; the chunker's error once the chunks before
+  // it are taken.
+  Result<bool> Next(Chunk* out) {
+    std::unique_lock<std::mutex> lock(mu_);
+    cv_.wait(lock, [&] { return !ready_.empty() || done_; });
+    if (!ready_.empty()) {
+      *out = std::move(ready_.front());
+      ready_.pop_front();
+      lock.unlock();
+      cv_.notify_all();
+      return true;
+    }
+    if (!error_.ok()) return error_;
+    return false;
+  }
+
+  // The input below `upto` is consumed (Input::ReleaseMapped, done on this thread).
+  void Release(std::uint64_t upto) {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      release_upto_ = std::max(release_upto_, upto);
+    }
+    cv_.notify_all();
+  }
+
+ private:
+  void Run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    for (;;) {
+      cv_.wait(lock, [&] {
+        return stop_ || release_upto_ > released_ || (!done_ && ready_.size() < depth_);
+      });
+      if (stop_) return;
+      if (release_upto_ > released_) {
+        const std::uint64_t upto = release_upto_;
+        lock.unlock();
+        in_->ReleaseMapped(upto);
+        lock.lock();
+        released_ = upto;
+        continue;
+      }
+      lock.unlock();
+      Chunk c;
+      Result<bool> got = chunker_->Next(&c);
+      if (got.ok() && *got) Prefault(c);
+      lock.lock();
+      if (!got.ok()) {
+        error_ = got.status();
+        done_ = true;
+      } else if (!*got) {
+        done_ = true;
+      } else {
+        ready_.push_back(std::move(c));
+      }
+      cv_.notify_all();
+    }
+  }
+
+  Chunker* const chunker_;
+  Input* const in_;
+  const std::size_t depth_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::deque<Chunk> ready_;
+  bool done_ = false;  // the chunker is at its end, or failed (error_)
+  Status error_;
+  std::uint64_t release_upto_ = 0;
+  std::uint64_t released_ = 0;
+  bool stop_ = false;
+  std::thread thread_;  // last: starts once the members above exist
+};
+
 }  // namespace
 
 Status Converter::ChunkError(const Chunk& chunk, const ChunkResult& r) {
@@ -98,7 +188,6 @@ Status Converter::ConsumeResult(const Chunk& chunk, ChunkResult& r) {
                               std::to_string(lines_before_) + " is past them)");
   }
   stats_.input_bytes = chunk.end_offset;
-  if (!chunk.buffer) in_->ReleaseMapped(chunk.end_offset);
   if (!ReportProgress()) return Status::Cancelled("conversion cancelled");
   return Status::OK();
 }
@@ -108,16 +197,22 @@ Status Converter::RunTextPipeline() {
       o_.threads != 0 ? o_.threads : std::max(1u, std::thread::hardware_concurrency());
   stats_.threads = threads;
   const ParseKernel& kernel = ActiveParseKernel();
+  if (!have_first_) return Status::OK();
+  Prefault(first_);
+  ChunkAhead ahead(chunker_.get(), in_.get(), 2 + threads);
+  auto consumed = [&](const Chunk& c) {
+    if (!c.buffer) ahead.Release(c.end_offset);
+  };
   if (threads == 1) {
     ChunkResult r;
     Chunk c = first_;
-    bool got = have_first_;
+    bool got = true;
     while (got) {
       r.Clear();
-      Prefault(c);
       kernel.parse(c.text, params_, &r);
       EMBSTORE_RETURN_NOT_OK(ConsumeResult(c, r));
-      EMBSTORE_ASSIGN_OR_RETURN(got, chunker_->Next(&c));
+      consumed(c);
+      EMBSTORE_ASSIGN_OR_RETURN(got, ahead.Next(&c));
     }
     return Status::OK();
   }
@@ -154,7 +249,6 @@ Status Converter::RunTextPipeline() {
         }
         Slot& s = slots[idx];
         s.result.Clear();
-        Prefault(s.chunk);
         kernel.parse(s.chunk.text, params_, &s.result);
         {
           std::lock_guard<std::mutex> lock(mu);
@@ -176,8 +270,8 @@ Status Converter::RunTextPipeline() {
   Status st;
   std::uint64_t next_read = 0;   // sequence number of the next chunk to read
   std::uint64_t next_write = 0;  // sequence number of the next chunk to consume
-  bool eof = !have_first_;
-  bool first_pending = have_first_;
+  bool eof = false;
+  bool first_pending = true;
   while (st.ok()) {
     while (!eof && next_read - next_write < max_inflight) {
       Slot& s = slots[next_read % max_inflight];
@@ -185,7 +279,7 @@ Status Converter::RunTextPipeline() {
         s.chunk = first_;
         first_pending = false;
       } else {
-        auto got = chunker_->Next(&s.chunk);
+        auto got = ahead.Next(&s.chunk);
         if (!got.ok()) {
           st = got.status();
           break;
@@ -217,13 +311,13 @@ Status Converter::RunTextPipeline() {
         lock.unlock();
         Slot& mine = slots[idx];
         mine.result.Clear();
-        Prefault(mine.chunk);
         kernel.parse(mine.chunk.text, params_, &mine.result);
         lock.lock();
         mine.ready = true;
       }
     }
     st = ConsumeResult(s.chunk, s.result);
+    if (st.ok()) consumed(s.chunk);
     s.chunk = Chunk{};
     ++next_write;
   }

@@ -2,7 +2,12 @@
 
 #include <dirent.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <csignal>
 
 #include <cstdio>
 #include <cstdlib>
@@ -146,6 +151,39 @@ TEST(Writer, AbortRemovesTheTemporaryFile) {
     float row[2] = {1, 2};
     ASSERT_TRUE((*w)->AppendRowsF32(row).ok());
   }
+  EXPECT_EQ(CountEntries(dir), 0);
+}
+
+// A write that fails on the writer's own thread (here RLIMIT_FSIZE: EFBIG past 6 MiB, as a
+// full disk fails with ENOSPC) surfaces from a later AppendRows or from Finish, names the
+// temporary file, and leaves nothing behind. In a child process, which the limit must not
+// outlive.
+TEST(Writer, AWriteBehindFailureSurfacesAndLeavesNothing) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/t.emb";
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    ::signal(SIGXFSZ, SIG_IGN);
+    rlimit lim{6u << 20, 6u << 20};
+    if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(10);
+    auto w = TableWriter::Create(path, Opts(256));
+    if (!w.ok()) _exit(11);
+    const std::vector<float> rows = RandomMatrix(1024, 256, 5);  // 1 MiB
+    Status st;
+    for (int i = 0; i < 32 && st.ok(); ++i) st = (*w)->AppendRows(std::as_bytes(std::span(rows)));
+    if (st.ok()) st = (*w)->Finish();
+    if (st.ok()) _exit(12);
+    if (st.ToString().find("File too large") == std::string::npos) _exit(13);
+    if (st.ToString().find(dir) == std::string::npos) _exit(14);
+    if (CountEntries(dir) != 0) _exit(15);
+    _exit(0);
+  }
+  int wstatus = 0;
+  ASSERT_EQ(::waitpid(pid, &wstatus, 0), pid);
+  ASSERT_TRUE(WIFEXITED(wstatus));
+  EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "10 setrlimit, 11 create, 12 no error, 13 not EFBIG, "
+                                        "14 file not named, 15 files left";
   EXPECT_EQ(CountEntries(dir), 0);
 }
 

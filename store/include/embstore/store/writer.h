@@ -15,7 +15,9 @@
 // rename). Abort(), the destructor of an unfinished writer, and any failed call remove the
 // temporary file, so a failure never leaves a half-written table or a stray temporary behind.
 //
-// Not thread-safe: one thread drives a writer.
+// Not thread-safe: one thread drives a writer. (Full 4 MiB buffers are written on a thread of
+// the writer's own, one at a time, while the caller fills the next; an error there surfaces
+// from the next call that writes, or from Finish().)
 #ifndef EMBSTORE_STORE_WRITER_H_
 #define EMBSTORE_STORE_WRITER_H_
 
@@ -145,9 +147,12 @@ class TableWriter {
 
  private:
   struct Hasher;  // streaming XXH3 state of the current checksum block
+  class WriteBehind;  // writes full buffers on a thread of its own (writer.cc)
   TableWriter(std::string path, WriterOptions options);
   Status Init();
   Status FlushBuffer();
+  // Waits for the buffer behind_ is writing, if any: before any other write or read of the file.
+  Status WaitWrites();
   void HashAppended(std::span<const std::byte> encoded);
   Status Fail(Status st);  // Abort()s and returns st
   Status WriteTail(std::uint64_t data_end);
@@ -168,7 +173,8 @@ class TableWriter {
   std::uint64_t data_start_ = 0;  // file offset of the matrix, reserved at Create()
   std::vector<std::pair<std::string, std::string>> metadata_;  // header __metadata__
   std::string buffer_;              // pending matrix bytes, written at data_start_ + flushed_
-  std::uint64_t flushed_ = 0;       // matrix bytes already written
+  std::uint64_t flushed_ = 0;       // matrix bytes handed to the file (or to behind_)
+  std::unique_ptr<WriteBehind> behind_;  // started at the first full buffer
   std::unique_ptr<Hasher> hasher_;  // checksum of the block being appended
   std::uint64_t block_fill_ = 0;    // bytes of the current block hashed so far
   std::vector<std::uint64_t> checksums_;
