@@ -42,6 +42,14 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
                          two52);
   }
 
+  // fl(w) for unsigned 64-bit lanes, from their exact 32-bit halves, hi * 2^32 + lo, rounded
+  // once by the addition, as a direct conversion (AVX-512 only) would be.
+  static __m256d WToDouble(__m256i w) {
+    return _mm256_add_pd(
+        _mm256_mul_pd(U32ToDouble(_mm256_srli_epi64(w, 32)), _mm256_set1_pd(4294967296.0)),
+        U32ToDouble(_mm256_and_si256(w, _mm256_set1_epi64x(0xffffffff))));
+  }
+
   // The approximate powers of ten for four exponents, from kApproxPow10 by four scalar loads
   // (a gather is microcoded on AMD Zen: slower than the loads), 0.0 where q is outside the
   // table; *in_table is all ones in the lanes inside it.
@@ -63,18 +71,12 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
   }
 
   // Avx512Isa::EncodeStore8, four lanes: `eligible` holds all-ones 64-bit lanes, `sign` the
-  // sign bit of each 32-bit lane. fl(w) comes from its exact 32-bit halves, hi * 2^32 + lo,
-  // rounded once by the addition, as a direct conversion would be. All four lanes are stored:
-  // the caller overwrites those not done (a masked store is microcoded on AMD Zen).
+  // sign bit of each 32-bit lane. All four lanes are stored: the caller overwrites those not
+  // done (a masked store is microcoded on AMD Zen).
   static std::uint32_t EncodeStore4(__m256i w, const std::int32_t* q, __m256i eligible,
                                     __m128i sign, std::uint32_t* out, std::uint32_t* inf) {
-    const __m256i low32 = _mm256_set1_epi64x(0xffffffff);
-    const __m256d wd = _mm256_add_pd(
-        _mm256_mul_pd(U32ToDouble(_mm256_srli_epi64(w, 32)), _mm256_set1_pd(4294967296.0)),
-        U32ToDouble(_mm256_and_si256(w, low32)));
     __m256i in_table;
-    const __m256d pow10 = Pow10x4(q, &in_table);
-    const __m256d d = _mm256_mul_pd(wd, pow10);
+    const __m256d d = _mm256_mul_pd(WToDouble(w), Pow10x4(q, &in_table));
     const __m256i db = _mm256_castpd_si256(d);
     const __m256i normal =
         _mm256_cmpgt_epi64(_mm256_srli_epi64(db, 52), _mm256_set1_epi64x(1023 - 126));
@@ -107,22 +109,102 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(sign)), out, inf);
   }
 
+  // Avx512Isa::EncodeStoreSmall8, four lanes (AVX2 has no unsigned 64-bit compares nor 64-bit
+  // max: every quantity here is below 2^62, so the signed compares are right): the approximate
+  // double rounded to `precision` bits with integer operations wherever no halfway point of the
+  // format lies within 8 of its ulps. All four lanes are stored (16 bits each, sign from the
+  // 32-bit lanes of `sign`); the caller overwrites those not done.
+  static std::uint32_t EncodeStoreSmall4(__m256i w, const std::int32_t* q, __m256i eligible,
+                                         __m128i sign, int precision, int bias, std::uint16_t* out,
+                                         std::uint32_t* inf) {
+    const __m256i one = _mm256_set1_epi64x(1);
+    __m256i in_table;
+    const __m256d d = _mm256_mul_pd(WToDouble(w), Pow10x4(q, &in_table));
+    const __m256i db = _mm256_castpd_si256(d);
+    // value = m * 2^(e - 52)
+    const __m256i m = _mm256_or_si256(_mm256_and_si256(db, _mm256_set1_epi64x((1ll << 52) - 1)),
+                                      _mm256_set1_epi64x(1ll << 52));
+    const __m256i e = _mm256_sub_epi64(_mm256_srli_epi64(db, 52), _mm256_set1_epi64x(1023));
+    const __m256i emin = _mm256_set1_epi64x(1 - bias);
+    // Below the normal range fewer bits survive: the shift grows by max(emin - e, 0).
+    const __m256i below = _mm256_sub_epi64(emin, e);
+    const __m256i shift = _mm256_add_epi64(
+        _mm256_set1_epi64x(52 - (precision - 1)),
+        _mm256_and_si256(below, _mm256_cmpgt_epi64(below, _mm256_setzero_si256())));
+    const __m256i shift_ok = _mm256_cmpgt_epi64(_mm256_set1_epi64x(61), shift);
+    __m256i n = _mm256_srlv_epi64(m, shift);
+    const __m256i rem =
+        _mm256_and_si256(m, _mm256_sub_epi64(_mm256_sllv_epi64(one, shift), one));
+    const __m256i half = _mm256_sllv_epi64(one, _mm256_sub_epi64(shift, one));
+    const __m256i t = _mm256_sub_epi64(rem, half);
+    const __m256i away = _mm256_or_si256(_mm256_cmpgt_epi64(t, _mm256_set1_epi64x(8)),
+                                         _mm256_cmpgt_epi64(_mm256_set1_epi64x(-8), t));
+    n = _mm256_sub_epi64(n, _mm256_cmpgt_epi64(rem, half));  // + 1 where above half
+    __m256i te = _mm256_blendv_epi8(emin, e, _mm256_cmpgt_epi64(e, emin));
+    // Rounding up past the largest significand: one binade up.
+    const __m256i carry = _mm256_cmpeq_epi64(n, _mm256_set1_epi64x(1ll << precision));
+    n = _mm256_blendv_epi8(n, _mm256_srli_epi64(n, 1), carry);
+    te = _mm256_sub_epi64(te, carry);
+    const __m256i over = _mm256_cmpgt_epi64(te, _mm256_set1_epi64x(bias));
+    const __m256i hidden = _mm256_set1_epi64x(1ll << (precision - 1));
+    const __m256i subnormal = _mm256_cmpgt_epi64(hidden, n);
+    const __m256i normal_bits = _mm256_or_si256(
+        _mm256_sll_epi64(_mm256_add_epi64(te, _mm256_set1_epi64x(bias)),
+                         _mm_cvtsi32_si128(precision - 1)),
+        _mm256_sub_epi64(n, hidden));
+    __m256i bits = _mm256_blendv_epi8(normal_bits, n, subnormal);
+    const long long inf_bits = ((1ll << (15 - (precision - 1))) - 1) << (precision - 1);
+    bits = _mm256_blendv_epi8(bits, _mm256_set1_epi64x(inf_bits), over);
+    const __m256i zero = _mm256_cmpeq_epi64(w, _mm256_setzero_si256());
+    bits = _mm256_andnot_si256(zero, bits);
+    // The 64-bit lanes' low halves to 32-bit lanes, the sign (bit 31 of `sign`) to bit 15, then
+    // 16-bit lanes.
+    const __m128i bits32 = _mm256_castsi256_si128(
+        _mm256_permutevar8x32_epi32(bits, _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6)));
+    const __m128i signed32 = _mm_or_si128(bits32, _mm_srli_epi32(sign, 16));
+    _mm_storel_epi64(reinterpret_cast<__m128i*>(out), _mm_packus_epi32(signed32, signed32));
+    const __m256i done64 = _mm256_and_si256(
+        eligible, _mm256_or_si256(
+                      _mm256_and_si256(in_table, _mm256_and_si256(shift_ok, away)), zero));
+    const auto done = static_cast<std::uint32_t>(_mm256_movemask_pd(_mm256_castsi256_pd(done64)));
+    *inf = done & static_cast<std::uint32_t>(_mm256_movemask_pd(
+                      _mm256_castsi256_pd(_mm256_andnot_si256(zero, over))));
+    return done;
+  }
+
+  // The binary32 or 16-bit rule, for T, into `out` (elements of T).
+  template <DType T>
+  static std::uint32_t EncodeAny4(__m256i w, const std::int32_t* q, __m256i eligible,
+                                  __m128i sign, std::byte* out, std::uint32_t* inf) {
+    if constexpr (T == DType::kF32) {
+      return EncodeStore4(w, q, eligible, sign, reinterpret_cast<std::uint32_t*>(out), inf);
+    } else {
+      return EncodeStoreSmall4(w, q, eligible, sign, T == DType::kF16 ? 11 : 8,
+                               T == DType::kF16 ? 15 : 127, reinterpret_cast<std::uint16_t*>(out),
+                               inf);
+    }
+  }
+
+  static constexpr bool kSmallTypes = true;
+
   static constexpr bool kShortTokens = true;
 
   // Avx512Isa::ScanEncodeShort8 with two tokens per register (one per 128-bit lane), as two
   // groups of four.
-  // (Binary32 only: kSmallTypes is false.)
   template <DType T>
-  static std::uint32_t ScanEncodeShort8(const char* const* tok, std::byte* dst,
+  static std::uint32_t ScanEncodeShort8(const char* const* tok, std::byte* out,
                                         std::uint32_t* inf) {
-    static_assert(T == DType::kF32);
-    auto* const out = reinterpret_cast<std::uint32_t*>(dst);
-    *inf = 0;  // never: these values are below 10^16
-    std::uint32_t unused;
-    return ScanEncodeShort4(tok, out, &unused) | (ScanEncodeShort4(tok + 4, out + 4, &unused) << 4);
+    constexpr std::size_t kSize = T == DType::kF32 ? 4 : 2;
+    std::uint32_t inf_lo;
+    std::uint32_t inf_hi;
+    const std::uint32_t done = ScanEncodeShort4<T>(tok, out, &inf_lo) |
+                               (ScanEncodeShort4<T>(tok + 4, out + 4 * kSize, &inf_hi) << 4);
+    *inf = inf_lo | (inf_hi << 4);  // never in f32: these values are below 10^16
+    return done;
   }
 
-  static std::uint32_t ScanEncodeShort4(const char* const* tok, std::uint32_t* out,
+  template <DType T>
+  static std::uint32_t ScanEncodeShort4(const char* const* tok, std::byte* out,
                                         std::uint32_t* inf) {
     std::int32_t frac_digits[4];
     std::uint64_t good[4];      // all ones where the token has the shape
@@ -184,31 +266,30 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
     const __m128i sign =
         _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),
                        static_cast<int>(negative[2]), static_cast<int>(negative[3]));
-    return EncodeStore4(w, q, eligible, sign, out, inf);
+    return EncodeAny4<T>(w, q, eligible, sign, out, inf);
   }
 
   static constexpr bool kSciTokens = true;
 
   // Avx512Isa::ScanEncodeSci8 with one token per register, as two groups of four.
   template <DType T>
-  static std::uint32_t ScanEncodeSci8(const char* const* tok, std::byte* dst, std::uint32_t* inf) {
-    static_assert(T == DType::kF32);
-    auto* const out = reinterpret_cast<std::uint32_t*>(dst);
+  static std::uint32_t ScanEncodeSci8(const char* const* tok, std::byte* out, std::uint32_t* inf) {
+    constexpr std::size_t kSize = T == DType::kF32 ? 4 : 2;
     std::uint32_t inf_lo;
     std::uint32_t inf_hi;
-    const std::uint32_t done =
-        ScanEncodeSci4(tok, out, &inf_lo) | (ScanEncodeSci4(tok + 4, out + 4, &inf_hi) << 4);
+    const std::uint32_t done = ScanEncodeSci4<T>(tok, out, &inf_lo) |
+                               (ScanEncodeSci4<T>(tok + 4, out + 4 * kSize, &inf_hi) << 4);
     *inf = inf_lo | (inf_hi << 4);
     return done;
   }
 
   // Four tokens: where all four have the '%.18e' template (AllSci18, simd_isa.h), a class
   // check and fixed offsets; otherwise the general shape analysis of ScanEncodeSciShapes4.
-  static std::uint32_t ScanEncodeSci4(const char* const* tok, std::uint32_t* out,
-                                      std::uint32_t* inf) {
+  template <DType T>
+  static std::uint32_t ScanEncodeSci4(const char* const* tok, std::byte* out, std::uint32_t* inf) {
     const char* f[4];
     std::uint32_t negative[4];
-    if (!AllSci18<4>(tok, f, negative)) return ScanEncodeSciShapes4(tok, out, inf);
+    if (!AllSci18<4>(tok, f, negative)) return ScanEncodeSciShapes4<T>(tok, out, inf);
     std::uint64_t head[4];
     std::int32_t q[4];
 #pragma GCC unroll 4
@@ -224,7 +305,7 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
         _mm256_setr_epi64x(static_cast<long long>(head[0]), static_cast<long long>(head[1]),
                            static_cast<long long>(head[2]), static_cast<long long>(head[3])),
         lo);
-    return EncodeStore4(
+    return EncodeAny4<T>(
         w, q, _mm256_set1_epi64x(-1),
         _mm_setr_epi32(static_cast<int>(negative[0]), static_cast<int>(negative[1]),
                        static_cast<int>(negative[2]), static_cast<int>(negative[3])),
@@ -232,8 +313,9 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
   }
 
   // ScanEncodeSci4 for any token shape: CheckSciShape on each token's byte masks.
-  static std::uint32_t ScanEncodeSciShapes4(const char* const* tok, std::uint32_t* out,
-                                      std::uint32_t* inf) {
+  template <DType T>
+  static std::uint32_t ScanEncodeSciShapes4(const char* const* tok, std::byte* out,
+                                            std::uint32_t* inf) {
     std::uint64_t head[4];
     std::int32_t q[4];
     const char* tail[4];
@@ -278,7 +360,7 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
         _mm256_setr_epi64x(static_cast<long long>(head[0]), static_cast<long long>(head[1]),
                            static_cast<long long>(head[2]), static_cast<long long>(head[3])),
         lo);
-    return EncodeStore4(
+    return EncodeAny4<T>(
         w, q,
         _mm256_setr_epi64x(static_cast<long long>(good[0]), static_cast<long long>(good[1]),
                            static_cast<long long>(good[2]), static_cast<long long>(good[3])),

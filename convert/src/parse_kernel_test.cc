@@ -463,6 +463,8 @@ TEST_P(KernelVsScalar, AgreesOnRowsOfSavetxtTokensAndOneByteChanges) {
   CheckRowsOf(*GetParam(), Sci18Token, 40, 1500, 4242);
   if (HasFatalFailure()) return;
   CheckRowsOf(*GetParam(), Sci18Token, 40, 300, 4243, DType::kF16);
+  if (HasFatalFailure()) return;
+  CheckRowsOf(*GetParam(), Sci18Token, 40, 300, 4244, DType::kBF16);
 }
 
 // Short tokens near halfway points of a 16-bit format (`precision` significand bits): exact,
