@@ -181,13 +181,16 @@ def test_network_loads_reuse_their_receive_buffers(make_table_bin, server):
         return [float(x) for x in out.split()]
 
     # How many receive buffers are in flight at once depends on how fast this process drains
-    # them, so a busy machine can fault more pages in on a tuned load too: the comparison is
-    # measured up to three times and must hold once (with the tuning broken it holds never).
+    # them, so a busy machine can fault more pages in on a tuned load too, or fewer on an
+    # untuned one: the comparisons are measured up to three times and must hold together once
+    # (with the tuning broken, or applied over a user's own setting, they hold never).
     for _ in range(3):
         tuned, untuned = faulted_per_byte(), faulted_per_byte(EMBSTORE_MALLOC_TUNING="0")
-        if min(tuned) < 0.05 and sum(tuned) < 0.5 and sum(untuned) > 2 * sum(tuned):
+        # A user's own glibc setting is left alone: such a load faults like an untuned one.
+        users = faulted_per_byte(MALLOC_TRIM_THRESHOLD_="131072")
+        if (min(tuned) < 0.05 and sum(tuned) < 0.5 and sum(untuned) > 2 * sum(tuned)
+                and sum(users) > 2 * sum(tuned)):
             break
     assert min(tuned) < 0.05 and sum(tuned) < 0.5, tuned
     assert sum(untuned) > 2 * sum(tuned), (untuned, tuned)
-    # A user's own glibc setting is left alone.
-    assert sum(faulted_per_byte(MALLOC_TRIM_THRESHOLD_="131072")) > 2 * sum(tuned)
+    assert sum(users) > 2 * sum(tuned), (users, tuned)
