@@ -158,7 +158,11 @@ TEST(Writer, AbortRemovesTheTemporaryFile) {
 // full disk fails with ENOSPC) surfaces from a later AppendRows or from Finish, names the
 // temporary file, and leaves nothing behind. In a child process, which the limit must not
 // outlive.
-TEST(Writer, AWriteBehindFailureSurfacesAndLeavesNothing) {
+// Appends of 1 MiB go through the writer's buffer; appends of 5 MiB are written straight from
+// the caller's memory on the write-behind thread while the caller hashes them.
+class WriteBehindFailure : public ::testing::TestWithParam<int> {};
+
+TEST_P(WriteBehindFailure, SurfacesAndLeavesNothing) {
   const std::string dir = TempDir();
   const std::string path = dir + "/t.emb";
   const pid_t pid = fork();
@@ -169,7 +173,7 @@ TEST(Writer, AWriteBehindFailureSurfacesAndLeavesNothing) {
     if (::setrlimit(RLIMIT_FSIZE, &lim) != 0) _exit(10);
     auto w = TableWriter::Create(path, Opts(256));
     if (!w.ok()) _exit(11);
-    const std::vector<float> rows = RandomMatrix(1024, 256, 5);  // 1 MiB
+    const std::vector<float> rows = RandomMatrix(1024 * GetParam(), 256, 5);  // GetParam() MiB
     Status st;
     for (int i = 0; i < 32 && st.ok(); ++i) st = (*w)->AppendRows(std::as_bytes(std::span(rows)));
     if (st.ok()) st = (*w)->Finish();
@@ -185,6 +189,55 @@ TEST(Writer, AWriteBehindFailureSurfacesAndLeavesNothing) {
   EXPECT_EQ(WEXITSTATUS(wstatus), 0) << "10 setrlimit, 11 create, 12 no error, 13 not EFBIG, "
                                         "14 file not named, 15 files left";
   EXPECT_EQ(CountEntries(dir), 0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Writer, WriteBehindFailure, ::testing::Values(1, 5),
+                         [](const auto& param_info) { return std::to_string(param_info.param) + "MiB"; });
+
+// Appends large enough to be written from the caller's memory, mixed with small ones that go
+// through the buffer, and an append that ends inside a checksum block: the same table as one
+// written a row at a time, every block checksum and row hash right.
+TEST(Writer, LargeAndSmallAppendsGiveTheSameTable) {
+  const std::string dir = TempDir();
+  const std::uint64_t dim = 64, rows = 70000;  // 17.1 MiB of f32
+  const std::vector<float> v = RandomMatrix(rows, dim, 21);
+  const auto bytes = std::as_bytes(std::span<const float>(v));
+  const std::size_t rb = dim * 4;
+  auto write = [&](const std::string& path, const std::vector<std::uint64_t>& sizes) {
+    WriterOptions o = Opts(dim);
+    o.row_hashes = true;
+    o.block_rows = 1000;
+    auto w = TableWriter::Create(path, o);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    std::uint64_t at = 0;
+    for (std::size_t i = 0; at < rows; ++i) {
+      const std::uint64_t n = std::min(rows - at, sizes[i % sizes.size()]);
+      ASSERT_TRUE((*w)->AppendRows(bytes.subspan(at * rb, n * rb)).ok());
+      at += n;
+    }
+    ASSERT_TRUE((*w)->Finish().ok());
+  };
+  // 5 MiB and 4 MiB (exactly the buffer) appends between appends of one and three rows.
+  write(dir + "/mixed.emb", {1, 20480, 3, 16384, 777});
+  write(dir + "/rows.emb", {1});
+  auto mixed = Table::Open(dir + "/mixed.emb", {.verify = true});
+  auto one = Table::Open(dir + "/rows.emb", {.verify = true});
+  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_TRUE((*mixed)->VerifyAll().ok());
+  ASSERT_TRUE((*mixed)->VerifyRowHashes(0, rows).ok());
+  const auto got = *(*mixed)->RowBytes(0, rows);
+  ASSERT_EQ(std::memcmp(got.data(), bytes.data(), bytes.size()), 0);
+  std::vector<std::uint64_t> h(rows), h1(rows);
+  ASSERT_TRUE((*mixed)->RowHashes(0, rows, h).ok());
+  ASSERT_TRUE((*one)->RowHashes(0, rows, h1).ok());
+  EXPECT_EQ(h, h1);
+  for (std::uint64_t r = 0; r < rows; r += 997) {
+    EXPECT_EQ(h[r], Checksum64(bytes.subspan(r * rb, rb))) << r;
+  }
+  for (std::uint64_t b = 0; b < (*mixed)->num_blocks(); ++b) {
+    EXPECT_EQ((*mixed)->BlockChecksum(b), (*one)->BlockChecksum(b)) << b;
+  }
 }
 
 TEST(Writer, RefusesToReplaceAnExistingFileUnlessAsked) {

@@ -351,11 +351,17 @@ def _writers(results):
         return []
     lines = ["### Writing the seed matrix back out", "",
              f"The seed matrix ({w['rows']:,} x {w['dim']} float32) held by a trainer, written to "
-             f"a local file on a disk ({w['disk']}), each case in a fresh process, best of 3; the "
-             "matrix (a numpy array, a torch tensor, a TF1 graph-mode variable) is made first and "
-             "not timed. `durable=False` publishes the table as np.save leaves its file (in the "
-             "page cache); the durable cases fsync before they return. Extra RSS is the peak "
-             "resident memory the write added above what the process held.", "",
+             f"a local file on a disk ({w['disk']}), each case in a fresh process, every case "
+             "once a round, best of 3 rounds; the matrix (a numpy array, a torch tensor, a TF1 "
+             "graph-mode variable) is made first and not timed. `durable=False` publishes the "
+             "table as np.save leaves its file (in the page cache); the durable cases fsync "
+             "before they return. A page-cache write costs what the memory it lands in costs "
+             "(on a virtual machine, memory not touched lately costs several times more), and a "
+             "process that imported torch or TensorFlow has used more of it, so each "
+             "framework's writer is set against np.save of the same matrix in a process with "
+             "the same imports (`np.save (torch tensor)`: `tensor.numpy()`; `np.save (TF1 "
+             "variable's value)`: fetched by session.run before the clock starts). Extra RSS is "
+             "the peak resident memory the write added above what the process held.", "",
              "| writer | seconds | GB/s | extra RSS MiB |", "|---|---:|---:|---:|"]
     for case, r in w["cases"].items():
         lines.append(f"| {case} | {r['seconds']:.2f} | {r['bytes'] / r['seconds'] / 1e9:.2f} | "

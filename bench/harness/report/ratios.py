@@ -235,9 +235,12 @@ def _writers(w):
     for theirs, ours, target in [
             ("np.save", "embstore.save (durable=False)", "target >= 1.00 (ratio)"),
             ("np.save + fsync", "embstore.save", ""),
-            ("np.save", "embstore.torch.save (durable=False)", "target >= 1.00 (ratio)"),
-            ("np.save", "embstore.tf.save (TF1 variable, durable=False)",
-             "target >= 1.00 (ratio)"),
+            ("np.save (torch tensor)", "embstore.torch.save (durable=False)",
+             "target >= 1.00 (ratio; both with torch imported)"),
+            ("np.save (TF1 variable's value)", "embstore.tf.save (TF1 variable, durable=False)",
+             "target >= 1.00 (ratio; both with TensorFlow imported)"),
+            ("np.save", "embstore.torch.save (durable=False)", ""),
+            ("np.save", "embstore.tf.save (TF1 variable, durable=False)", ""),
             ("session.run + np.save (TF1 variable)",
              "embstore.tf.save (TF1 variable, durable=False)", "")]:
         t, m = get_nested(cases, theirs, "seconds"), get_nested(cases, ours, "seconds")

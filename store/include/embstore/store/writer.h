@@ -153,7 +153,8 @@ class TableWriter {
   Status FlushBuffer();
   // Waits for the buffer behind_ is writing, if any: before any other write or read of the file.
   Status WaitWrites();
-  void HashAppended(std::span<const std::byte> encoded);
+  void HashAppended(std::span<const std::byte> encoded);  // row hashes and block checksums
+  void HashBlocks(std::span<const std::byte> encoded);    // block checksums only
   Status Fail(Status st);  // Abort()s and returns st
   Status WriteTail(std::uint64_t data_end);
   // Rewrites rows that were appended earlier (a later duplicate key winning, kLast).
