@@ -189,18 +189,26 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
 
   static constexpr bool kShortTokens = true;
 
-  // Avx512Isa::ScanEncodeShort8 with two tokens per register (one per 128-bit lane), as two
-  // groups of four.
-  template <DType T>
-  static std::uint32_t ScanEncodeShort8(const char* const* tok, std::byte* out,
-                                        std::uint32_t* inf) {
+  // Eight tokens as two groups of four: scan4(tokens, out, &inf) for each, their done and
+  // overflow masks joined.
+  template <DType T, class Scan4>
+  static std::uint32_t TwoFours(const char* const* tok, std::byte* out, std::uint32_t* inf,
+                                Scan4 scan4) {
     constexpr std::size_t kSize = T == DType::kF32 ? 4 : 2;
     std::uint32_t inf_lo;
     std::uint32_t inf_hi;
-    const std::uint32_t done = ScanEncodeShort4<T>(tok, out, &inf_lo) |
-                               (ScanEncodeShort4<T>(tok + 4, out + 4 * kSize, &inf_hi) << 4);
-    *inf = inf_lo | (inf_hi << 4);  // never in f32: these values are below 10^16
+    const std::uint32_t done =
+        scan4(tok, out, &inf_lo) | (scan4(tok + 4, out + 4 * kSize, &inf_hi) << 4);
+    *inf = inf_lo | (inf_hi << 4);
     return done;
+  }
+
+  // Avx512Isa::ScanEncodeShort8 with two tokens per register (one per 128-bit lane), as two
+  // groups of four. (Never an overflow in f32: these values are below 10^16.)
+  template <DType T>
+  static std::uint32_t ScanEncodeShort8(const char* const* tok, std::byte* out,
+                                        std::uint32_t* inf) {
+    return TwoFours<T>(tok, out, inf, ScanEncodeShort4<T>);
   }
 
   template <DType T>
@@ -274,13 +282,7 @@ struct Avx2Isa : SimdIsa<xsimd::avx2> {
   // Avx512Isa::ScanEncodeSci8 with one token per register, as two groups of four.
   template <DType T>
   static std::uint32_t ScanEncodeSci8(const char* const* tok, std::byte* out, std::uint32_t* inf) {
-    constexpr std::size_t kSize = T == DType::kF32 ? 4 : 2;
-    std::uint32_t inf_lo;
-    std::uint32_t inf_hi;
-    const std::uint32_t done = ScanEncodeSci4<T>(tok, out, &inf_lo) |
-                               (ScanEncodeSci4<T>(tok + 4, out + 4 * kSize, &inf_hi) << 4);
-    *inf = inf_lo | (inf_hi << 4);
-    return done;
+    return TwoFours<T>(tok, out, inf, ScanEncodeSci4<T>);
   }
 
   // Four tokens: where all four have the '%.18e' template (AllSci18, simd_isa.h), a class

@@ -56,12 +56,7 @@ class TableWriter::WriteBehind {
     if (!status_.ok()) return status_;
     job_.swap(*buf);
     buf->clear();
-    span_ = {};
-    offset_ = offset;
-    busy_ = true;
-    lock.unlock();
-    cv_.notify_all();
-    return Status::OK();
+    return Start(std::move(lock), offset, std::as_bytes(std::span<const char>(job_)));
   }
 
   // Starts writing the caller's `bytes` at `offset` (they must stay valid and unchanged until
@@ -70,8 +65,13 @@ class TableWriter::WriteBehind {
     std::unique_lock<std::mutex> lock(mu_);
     cv_.wait(lock, [&] { return !busy_; });
     if (!status_.ok()) return status_;
-    job_.clear();
-    span_ = bytes;
+    return Start(std::move(lock), offset, bytes);
+  }
+
+  // Hands `bytes` (at `offset`) to the thread; `lock` holds mu_, and nothing is in flight.
+  Status Start(std::unique_lock<std::mutex> lock, std::uint64_t offset,
+               std::span<const std::byte> bytes) {
+    bytes_ = bytes;
     offset_ = offset;
     busy_ = true;
     lock.unlock();
@@ -93,9 +93,7 @@ class TableWriter::WriteBehind {
       cv_.wait(lock, [&] { return stop_ || busy_; });
       if (!busy_) return;  // stop_, nothing pending
       lock.unlock();
-      const auto bytes = span_.empty()
-                             ? std::as_bytes(std::span<const char>(job_.data(), job_.size()))
-                             : span_;
+      const std::span<const std::byte> bytes = bytes_;
       Status st = file_->WriteAt(offset_, bytes);
 #ifdef SYNC_FILE_RANGE_WRITE
       if (st.ok() && durable_) {
@@ -106,7 +104,7 @@ class TableWriter::WriteBehind {
 #endif
       lock.lock();
       if (!st.ok() && status_.ok()) status_ = st;
-      span_ = {};
+      bytes_ = {};
       busy_ = false;
       cv_.notify_all();
     }
@@ -116,8 +114,8 @@ class TableWriter::WriteBehind {
   const bool durable_;
   std::mutex mu_;
   std::condition_variable cv_;
-  std::string job_;
-  std::span<const std::byte> span_;  // instead of job_ when not empty (SubmitSpan)
+  std::string job_;                   // Submit's buffer, while it is written
+  std::span<const std::byte> bytes_;  // what is being written: job_, or SubmitSpan's bytes
   std::uint64_t offset_ = 0;
   bool busy_ = false;
   bool stop_ = false;
@@ -352,11 +350,15 @@ void TableWriter::HashBlocks(std::span<const std::byte> encoded) {
   }
 }
 
+TableWriter::WriteBehind& TableWriter::Behind() {
+  if (!behind_) behind_ = std::make_unique<WriteBehind>(file_.get(), options_.durable);
+  return *behind_;
+}
+
 Status TableWriter::FlushBuffer() {
   if (buffer_.empty()) return Status::OK();
-  if (!behind_) behind_ = std::make_unique<WriteBehind>(file_.get(), options_.durable);
   const std::uint64_t n = buffer_.size();
-  Status st = behind_->Submit(data_start_ + flushed_, &buffer_);
+  Status st = Behind().Submit(data_start_ + flushed_, &buffer_);
   if (!st.ok()) return Fail(st);
   buffer_.reserve(kBufferBytes);
   flushed_ += n;
@@ -391,8 +393,7 @@ Status TableWriter::AppendRows(std::span<const std::byte> encoded) {
       // caller's memory on the write-behind thread while this one hashes it, and both finish
       // before the call returns: the hashing (about a sixth of a save's time on tmpfs) no
       // longer adds to the write.
-      if (!behind_) behind_ = std::make_unique<WriteBehind>(file_.get(), options_.durable);
-      Status st = behind_->SubmitSpan(data_start_ + flushed_, encoded);
+      Status st = Behind().SubmitSpan(data_start_ + flushed_, encoded);
       if (!st.ok()) return Fail(st);
       HashAppended(encoded);
       flushed_ += encoded.size();

@@ -150,6 +150,7 @@ class TableWriter {
   class WriteBehind;  // writes full buffers on a thread of its own (writer.cc)
   TableWriter(std::string path, WriterOptions options);
   Status Init();
+  WriteBehind& Behind();  // behind_, started on first use
   Status FlushBuffer();
   // Waits for the buffer behind_ is writing, if any: before any other write or read of the file.
   Status WaitWrites();
