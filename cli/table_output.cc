@@ -115,6 +115,7 @@ Result<std::unique_ptr<TableOutput>> CreateTableOutput(const std::string& path, 
   wo.block_rows = d.block_rows;
   wo.overwrite = overwrite;
   wo.with_keys = d.has_keys && keys;
+  wo.expected_rows = d.rows;  // space reserved up front: a full disk fails before the transfer
   wo.metadata = d.metadata;
   wo.creator = creator;
   EMBSTORE_ASSIGN_OR_RETURN(auto w, store::TableWriter::Create(path, wo));

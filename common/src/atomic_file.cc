@@ -187,8 +187,32 @@ Status AtomicFile::Append(std::span<const std::byte> bytes) {
   return Status::OK();
 }
 
+Status AtomicFile::Preallocate(std::uint64_t bytes) {
+  if (fd_ < 0) return Status::FailedPrecondition("'" + path_ + "': file is already closed");
+  if (bytes <= preallocated_) return Status::OK();
+  if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes)) != 0) {
+    const int err = errno;
+    if (err == EOPNOTSUPP || err == ENOSYS || err == EINVAL) return Status::OK();  // cannot: fine
+    return Status::FromErrno("reserve " + std::to_string(bytes) + " bytes for '" + temp_path_ + "'",
+                             err);
+  }
+  preallocated_ = bytes;
+  return Status::OK();
+}
+
 Status AtomicFile::Commit(bool durable) {
   if (fd_ < 0 || done_) return Status::FailedPrecondition("'" + path_ + "': already finished");
+  if (preallocated_ > 0) {
+    // Blocks reserved past the end (the writer wrote less than it expected) go back: truncating
+    // to the file's own size frees what lies beyond it.
+    struct stat st;
+    if (::fstat(fd_, &st) == 0 && static_cast<std::uint64_t>(st.st_size) < preallocated_ &&
+        ::ftruncate(fd_, st.st_size) != 0) {
+      Status s = Status::FromErrno("truncate '" + temp_path_ + "'", errno);
+      Abort();
+      return s;
+    }
+  }
   if (durable && ::fsync(fd_) != 0) {
     Status st = Status::FromErrno("fsync '" + temp_path_ + "'", errno);
     Abort();

@@ -193,7 +193,7 @@ def write_rows(src, dest, *, keys=None, dtype=None, metadata=None, force=False,
     keys = _check_keys(keys, src.rows)
     writer = _native.Writer(dest, src.dim, table_dtype(dtype, src.kind), keys is not None,
                             bool(force), _metadata(metadata), on_overflow, 0, bool(durable),
-                            bool(row_hashes))
+                            bool(row_hashes), src.rows)
     try:
         step = int(chunk_rows) if chunk_rows else max(1, CHUNK_BYTES // (src.dim * 4))
         if step < 1:

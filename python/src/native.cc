@@ -408,7 +408,7 @@ class PyWriter {
   PyWriter(const std::string& dest, std::uint64_t dim, const std::string& dtype, bool with_keys,
            bool overwrite, const std::map<std::string, std::string>& metadata,
            const std::string& on_overflow, std::uint64_t block_rows, bool durable,
-           bool row_hashes) {
+           bool row_hashes, std::uint64_t expected_rows) {
     auto t = store::ParseDType(dtype);
     if (!t) Raise(Status::InvalidArgument("dtype must be f32, f16 or bf16, not '" + dtype + "'"));
     overflow_ = ParseOverflow(on_overflow);
@@ -420,6 +420,7 @@ class PyWriter {
     o.block_rows = block_rows;
     o.durable = durable;
     o.row_hashes = row_hashes;
+    o.expected_rows = expected_rows;  // the space is reserved up front (a full disk fails now)
     o.metadata = metadata;
     dest_ = WithoutGil([&] { return objstore::TableDestination::Open(dest, overwrite, "save"); });
     writer_ = WithoutGil([&] { return store::TableWriter::Create(dest_->local_path(), o); });
@@ -954,9 +955,10 @@ NB_MODULE(_native, m) {
   nb::class_<embstore::python::PyWriter>(m, "Writer")
       .def(nb::init<const std::string&, std::uint64_t, const std::string&, bool, bool,
                     const std::map<std::string, std::string>&, const std::string&,
-                    std::uint64_t, bool, bool>(),
+                    std::uint64_t, bool, bool, std::uint64_t>(),
            "dest"_a, "dim"_a, "dtype"_a, "with_keys"_a, "overwrite"_a, "metadata"_a,
-           "on_overflow"_a, "block_rows"_a = 0, "durable"_a = true, "row_hashes"_a = true)
+           "on_overflow"_a, "block_rows"_a = 0, "durable"_a = true, "row_hashes"_a = true,
+           "expected_rows"_a = 0)
       .def_prop_ro("rows", &embstore::python::PyWriter::rows)
       .def("append", &embstore::python::PyWriter::Append, "values"_a, "kind"_a,
            "keys"_a = nb::none())

@@ -196,17 +196,22 @@ INSTANTIATE_TEST_SUITE_P(Writer, WriteBehindFailure, ::testing::Values(1, 5),
 
 // Appends large enough to be written from the caller's memory, mixed with small ones that go
 // through the buffer, and an append that ends inside a checksum block: the same table as one
-// written a row at a time, every block checksum and row hash right.
+// written a row at a time, every block checksum and row hash right. Whole blocks inside a large
+// append are hashed in one call, the rest by the streaming hasher: both give the same checksums.
+// A row-count hint (expected_rows: space reserved up front), right, too high or too low, changes
+// nothing in the table, and what a too-high hint reserved is given back.
 TEST(Writer, LargeAndSmallAppendsGiveTheSameTable) {
   const std::string dir = TempDir();
   const std::uint64_t dim = 64, rows = 70000;  // 17.1 MiB of f32
   const std::vector<float> v = RandomMatrix(rows, dim, 21);
   const auto bytes = std::as_bytes(std::span<const float>(v));
   const std::size_t rb = dim * 4;
-  auto write = [&](const std::string& path, const std::vector<std::uint64_t>& sizes) {
+  auto write = [&](const std::string& path, const std::vector<std::uint64_t>& sizes,
+                   std::uint64_t expected_rows = 0, bool row_hashes = true) {
     WriterOptions o = Opts(dim);
-    o.row_hashes = true;
+    o.row_hashes = row_hashes;
     o.block_rows = 1000;
+    o.expected_rows = expected_rows;
     auto w = TableWriter::Create(path, o);
     ASSERT_TRUE(w.ok()) << w.status().ToString();
     std::uint64_t at = 0;
@@ -217,26 +222,47 @@ TEST(Writer, LargeAndSmallAppendsGiveTheSameTable) {
     }
     ASSERT_TRUE((*w)->Finish().ok());
   };
-  // 5 MiB and 4 MiB (exactly the buffer) appends between appends of one and three rows.
-  write(dir + "/mixed.emb", {1, 20480, 3, 16384, 777});
   write(dir + "/rows.emb", {1});
-  auto mixed = Table::Open(dir + "/mixed.emb", {.verify = true});
   auto one = Table::Open(dir + "/rows.emb", {.verify = true});
-  ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
   ASSERT_TRUE(one.ok()) << one.status().ToString();
-  ASSERT_TRUE((*mixed)->VerifyAll().ok());
-  ASSERT_TRUE((*mixed)->VerifyRowHashes(0, rows).ok());
-  const auto got = *(*mixed)->RowBytes(0, rows);
-  ASSERT_EQ(std::memcmp(got.data(), bytes.data(), bytes.size()), 0);
-  std::vector<std::uint64_t> h(rows), h1(rows);
-  ASSERT_TRUE((*mixed)->RowHashes(0, rows, h).ok());
+  std::vector<std::uint64_t> h1(rows);
   ASSERT_TRUE((*one)->RowHashes(0, rows, h1).ok());
-  EXPECT_EQ(h, h1);
-  for (std::uint64_t r = 0; r < rows; r += 997) {
-    EXPECT_EQ(h[r], Checksum64(bytes.subspan(r * rb, rb))) << r;
-  }
-  for (std::uint64_t b = 0; b < (*mixed)->num_blocks(); ++b) {
-    EXPECT_EQ((*mixed)->BlockChecksum(b), (*one)->BlockChecksum(b)) << b;
+
+  struct HintCase {
+    const char* name;
+    std::uint64_t expected_rows;
+    bool row_hashes;
+  };
+  for (const HintCase& c : {HintCase{"mixed", 0, true}, HintCase{"hinted", rows, true},
+                        HintCase{"hint-high", 2 * rows, true}, HintCase{"hint-low", rows / 3, true},
+                        HintCase{"no-row-hashes", rows, false}}) {
+    SCOPED_TRACE(c.name);
+    const std::string path = dir + "/" + c.name + ".emb";
+    // 5 MiB and 4 MiB (exactly the buffer) appends between appends of one and three rows.
+    write(path, {1, 20480, 3, 16384, 777}, c.expected_rows, c.row_hashes);
+    auto mixed = Table::Open(path, {.verify = true});
+    ASSERT_TRUE(mixed.ok()) << mixed.status().ToString();
+    ASSERT_TRUE((*mixed)->VerifyAll().ok());
+    const auto got = *(*mixed)->RowBytes(0, rows);
+    ASSERT_EQ(std::memcmp(got.data(), bytes.data(), bytes.size()), 0);
+    ASSERT_EQ((*mixed)->num_blocks(), (*one)->num_blocks());
+    for (std::uint64_t b = 0; b < (*mixed)->num_blocks(); ++b) {
+      EXPECT_EQ((*mixed)->BlockChecksum(b), (*one)->BlockChecksum(b)) << b;
+    }
+    if (c.row_hashes) {
+      ASSERT_TRUE((*mixed)->VerifyRowHashes(0, rows).ok());
+      std::vector<std::uint64_t> h(rows);
+      ASSERT_TRUE((*mixed)->RowHashes(0, rows, h).ok());
+      EXPECT_EQ(h, h1);
+      for (std::uint64_t r = 0; r < rows; r += 997) {
+        EXPECT_EQ(h[r], Checksum64(bytes.subspan(r * rb, rb))) << r;
+      }
+    }
+    struct stat st;
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_LT(static_cast<std::uint64_t>(st.st_blocks) * 512,
+              static_cast<std::uint64_t>(st.st_size) + (1u << 20))
+        << "space reserved past the end was not given back";
   }
 }
 

