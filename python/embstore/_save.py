@@ -3,7 +3,8 @@
 save() streams a matrix (numpy array, torch tensor, TensorFlow tensor or variable) into a table
 chunk by chunk: each chunk of rows is handed to the native writer (embstore._native.Writer), which
 rounds it once to the table's dtype, checksums it and appends it. Nothing holds a second copy of
-the matrix: the extra memory is one chunk (16 MiB by default) plus the keys. The table appears at
+the matrix: the extra memory is one chunk (16 MiB by default) plus the keys; two chunks for
+TensorFlow, whose next chunk is copied out while this one is written. The table appears at
 its destination (a .emb path, s3://BUCKET/KEY or hdfs://NAMENODE/PATH) whole or not at all, when
 save() returns; an error or an interrupt (KeyboardInterrupt) leaves nothing behind, and an existing
 destination is only replaced with force=True.
@@ -74,10 +75,15 @@ class Rows:
 
     read(begin, end) returns rows [begin, end) as a C-contiguous array the native writer accepts
     (numpy, or a CPU torch tensor), whose elements are `kind` ('f32', 'f16', 'bf16', 'f64';
-    2-byte kinds may come as uint16/int16 bit patterns)."""
+    2-byte kinds may come as uint16/int16 bit patterns).
 
-    def __init__(self, rows, dim, kind, read, what):
+    prefetch: read() is a copy (TensorFlow's session.run or .numpy()), so the next chunk is read
+    on a second thread while this one is written: the copy overlaps the write, for one more chunk
+    of memory."""
+
+    def __init__(self, rows, dim, kind, read, what, prefetch=False):
         self.rows, self.dim, self.kind, self.read, self.what = int(rows), int(dim), kind, read, what
+        self.prefetch = bool(prefetch)
 
 
 def _check_shape(shape, what):
@@ -185,6 +191,24 @@ def _metadata(metadata):
     return out
 
 
+def _chunks(src, step):
+    """(begin, end, rows) of `src`, `step` rows at a time; with src.prefetch, the next chunk is
+    read on a second thread while the caller writes this one (a read's error surfaces in order)."""
+    ranges = [(b, min(src.rows, b + step)) for b in range(0, src.rows, step)]
+    if not src.prefetch or len(ranges) < 2:
+        for b, e in ranges:
+            yield b, e, src.read(b, e)
+        return
+    from concurrent.futures import ThreadPoolExecutor
+    with ThreadPoolExecutor(1, thread_name_prefix="embstore-save-read") as pool:
+        pending = pool.submit(src.read, *ranges[0])
+        for i, (b, e) in enumerate(ranges):
+            chunk = pending.result()
+            pending = pool.submit(src.read, *ranges[i + 1]) if i + 1 < len(ranges) else None
+            yield b, e, chunk
+            chunk = None
+
+
 def write_rows(src, dest, *, keys=None, dtype=None, metadata=None, force=False,
                on_overflow="error", chunk_rows=None, progress=None, durable=True,
                row_hashes=True):
@@ -198,9 +222,8 @@ def write_rows(src, dest, *, keys=None, dtype=None, metadata=None, force=False,
         step = int(chunk_rows) if chunk_rows else max(1, CHUNK_BYTES // (src.dim * 4))
         if step < 1:
             raise InvalidArgumentError(f"chunk_rows={chunk_rows!r} must be at least 1")
-        for b in range(0, src.rows, step):
-            e = min(src.rows, b + step)
-            writer.append(src.read(b, e), src.kind, None if keys is None else keys[b:e])
+        for b, e, chunk in _chunks(src, step):
+            writer.append(chunk, src.kind, None if keys is None else keys[b:e])
             if progress is not None and progress(e, src.rows) is False:
                 from .errors import CancelledError
                 raise CancelledError(f"saving {dest!r}: cancelled by the progress callback")

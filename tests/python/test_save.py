@@ -181,6 +181,33 @@ def test_metadata_and_progress(tmp_path):
     assert leftovers(tmp_path) == ["t.emb"]
 
 
+def test_prefetched_reads_write_the_same_table_and_fail_cleanly(tmp_path):
+    # The TensorFlow writer reads the next chunk on a second thread (Rows.prefetch): the chunks
+    # still arrive in order, and a read that fails mid-way fails the save with its own error,
+    # nothing left behind and no read started after it.
+    from embstore._save import Rows, write_rows
+    a = rng_matrix(10_000, 8, seed=5)
+    reads = []
+
+    def read(b, e):
+        reads.append(b)
+        if fail_at is not None and b >= fail_at:
+            raise ValueError(f"read of row {b} failed")
+        return a[b:e].copy()
+    fail_at = None
+    write_rows(Rows(len(a), 8, "f32", read, "the test matrix", prefetch=True),
+               tmp_path / "t.emb", chunk_rows=999)
+    assert np.array_equal(embstore.load(tmp_path / "t.emb"), a)
+    assert reads == list(range(0, 10_000, 999))
+    reads.clear()
+    fail_at = 5 * 999
+    with pytest.raises(ValueError, match="read of row 4995 failed"):
+        write_rows(Rows(len(a), 8, "f32", read, "the test matrix", prefetch=True),
+                   tmp_path / "f.emb", chunk_rows=999)
+    assert reads == list(range(0, 6 * 999, 999))
+    assert leftovers(tmp_path) == ["t.emb"]
+
+
 def test_torch_tensors_and_modules(tmp_path):
     torch = pytest.importorskip("torch")
     import embstore.torch as et

@@ -5,6 +5,8 @@ session never hands over more than a chunk; eager mode and Keras slice the varia
 Partitioned variables (tf.compat.v1 partitioners, tf.distribute ShardedVariable) are written as
 one table, their partitions in row order.
 """
+import weakref
+
 import numpy as np
 import tensorflow as tf
 
@@ -60,14 +62,29 @@ def _graph_readers(session, parts, name):
                 return cache["value"][b:b + n]
             readers.append(read)
         return readers
-    with graph.as_default(), tf.name_scope("embstore_save"):
-        begin = tf.compat.v1.placeholder(tf.int64, [], name="begin")
-        size = tf.compat.v1.placeholder(tf.int64, [], name="size")
-        for p, _, _ in parts:
-            op = tf.slice(p, tf.stack([begin, tf.constant(0, tf.int64)]),
-                          tf.stack([size, tf.constant(-1, tf.int64)]))
-            readers.append(lambda b, n, op=op: session.run(op, {begin: b, size: n}))
+    for p, _, _ in parts:
+        begin, size, op = _slice_op(graph, p)
+        readers.append(lambda b, n, op=op, begin=begin, size=size:
+                       session.run(op, {begin: b, size: n}))
     return readers
+
+
+# graph -> {partition name: (begin, size, slice op)}: a variable saved again (every N steps of a
+# training loop) reuses its op, so the graph does not grow with every save and the session runs
+# the executor it already built for it.
+_SLICE_OPS = weakref.WeakKeyDictionary()
+
+
+def _slice_op(graph, part):
+    ops = _SLICE_OPS.setdefault(graph, {})
+    if part.name not in ops:
+        with graph.as_default(), tf.name_scope("embstore_save"):
+            begin = tf.compat.v1.placeholder(tf.int64, [], name="begin")
+            size = tf.compat.v1.placeholder(tf.int64, [], name="size")
+            op = tf.slice(part, tf.stack([begin, tf.constant(0, tf.int64)]),
+                          tf.stack([size, tf.constant(-1, tf.int64)]))
+        ops[part.name] = (begin, size, op)
+    return ops[part.name]
 
 
 def _eager_readers(parts):
@@ -108,7 +125,9 @@ def save(session, variable, dest, *, keys=None, dtype=None, metadata=None, force
         chunk = pieces[0] if len(pieces) == 1 else np.concatenate(pieces)
         return chunk.view("uint16") if kind == "bf16" else chunk
 
-    return write_rows(Rows(rows, dim, kind, read, f"variable {name!r}"), dest, keys=keys,
-                      dtype=dtype, metadata=metadata, force=force, on_overflow=on_overflow,
-                      chunk_rows=chunk_rows, progress=progress, durable=durable,
-                      row_hashes=row_hashes)
+    # Each read is a copy out of TensorFlow (session.run, .numpy()): the next chunk's copy runs
+    # on a second thread while this one is written (write_rows).
+    return write_rows(Rows(rows, dim, kind, read, f"variable {name!r}", prefetch=True), dest,
+                      keys=keys, dtype=dtype, metadata=metadata, force=force,
+                      on_overflow=on_overflow, chunk_rows=chunk_rows, progress=progress,
+                      durable=durable, row_hashes=row_hashes)
