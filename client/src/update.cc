@@ -317,6 +317,7 @@ Result<UpdateStats> UpdateFile(RowSource& src, const std::string& path,
   w.overwrite = true;
   w.block_rows = br;
   w.row_hashes = true;
+  w.expected_rows = d.rows;  // space reserved up front: the copy below skips block allocation
   w.durable = options.durable;
   w.metadata = d.metadata;
   EMBSTORE_ASSIGN_OR_RETURN(auto writer, store::TableWriter::Create(path, w));
