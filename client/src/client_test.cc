@@ -469,5 +469,37 @@ TEST_F(ClientTest, LargeLookupsAreSplitIntoBatches) {
   EXPECT_EQ(std::memcmp(r->data.data(), want.data() + (40000 - 1) * 256, 256), 0);
 }
 
+// Rows by id straight into the caller's buffer, in batches several at a time: every row lands
+// where its id's position says (ids reversed, repeated, and more than one batch of 1 MiB), and
+// a bad id, another version or a wrong buffer is a clear error.
+TEST_F(ClientTest, LookupRowsIntoFillsTheBufferInTheOrderOfTheIds) {
+  const std::uint64_t rows = 40000, rb = 64 * 4;
+  auto want = AddTable("t", rows, 64, DType::kF32, false, 1000);
+  auto c = Connect();
+  auto tables = c->ListTables();
+  ASSERT_TRUE(tables.ok() && tables->size() == 1);
+  const std::uint64_t cid = (*tables)[0].content_id;
+  std::vector<std::uint64_t> ids;
+  for (std::uint64_t i = 0; i < 15000; ++i) ids.push_back((rows - 1 - i * 7) % rows);
+  ids.push_back(ids[3]);
+  std::vector<std::byte> out(ids.size() * rb);
+  std::uint64_t wire = 0;
+  ASSERT_TRUE(c->LookupRowsInto("t", ids, cid, rb, out, &wire).ok());
+  EXPECT_EQ(wire, out.size());
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    ASSERT_EQ(std::memcmp(out.data() + i * rb, want.data() + ids[i] * rb, rb), 0) << i;
+  }
+  ids.back() = rows;
+  Status st = c->LookupRowsInto("t", ids, cid, rb, out, &wire);
+  EXPECT_EQ(st.code(), StatusCode::kOutOfRange) << st.ToString();
+  EXPECT_NE(st.message().find(std::to_string(rows)), std::string::npos) << st.ToString();
+  ids.back() = 0;
+  EXPECT_EQ(c->LookupRowsInto("t", ids, cid + 1, rb, out, &wire).code(),
+            StatusCode::kFailedPrecondition);
+  EXPECT_EQ(c->LookupRowsInto("t", ids, cid, rb, std::span<std::byte>(out).first(rb), &wire)
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
 }  // namespace
 }  // namespace embstore::client

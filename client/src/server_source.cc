@@ -85,23 +85,15 @@ class ServerSource final : public RowSource {
   Result<LoadStats> CopyRowIds(std::span<const std::uint64_t> ids, std::span<std::byte> out,
                                const ReadOptions&) override {
     if (local_) return internal::CopyRowIdsFromTable(local_->table(), desc_, ids, out);
-    if (out.size() != ids.size() * desc_.row_bytes) {
-      return Status::InvalidArgument("buffer for " + std::to_string(ids.size()) +
-                                     " rows of table '" + desc_.name + "' holds " +
-                                     std::to_string(out.size()) + " bytes");
-    }
-    EMBSTORE_ASSIGN_OR_RETURN(auto found, client_->LookupRows(desc_.name, ids, desc_.content_id));
-    if (found.data.size() != out.size()) {
-      return Status::Internal("server '" + client_->target() + "' sent " +
-                              std::to_string(found.data.size()) + " bytes for " +
-                              std::to_string(ids.size()) + " rows of '" + desc_.name + "'");
-    }
-    std::copy(found.data.begin(), found.data.end(), out.begin());
+    std::uint64_t wire = 0;
+    EMBSTORE_RETURN_NOT_OK(
+        client_->LookupRowsInto(desc_.name, ids, desc_.content_id, desc_.row_bytes, out, &wire));
     LoadStats s;
     s.rows = ids.size();
-    s.bytes = s.wire_bytes = out.size();
+    s.bytes = out.size();
+    s.wire_bytes = wire;
     s.content_id = desc_.content_id;
-    transferred_ += out.size();
+    transferred_ += wire;
     return s;
   }
 

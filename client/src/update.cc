@@ -25,12 +25,13 @@ double Since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Runs fn(lo, hi) over [0, n) split across the cores.
+// Runs fn(lo, hi) over [0, n) split across the cores, less `spare` of them.
 template <typename Fn>
-void Parallel(std::uint64_t n, std::uint64_t min_per_thread, Fn fn) {
+void Parallel(std::uint64_t n, std::uint64_t min_per_thread, Fn fn, unsigned spare = 0) {
   if (n == 0) return;
+  const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   const unsigned threads = static_cast<unsigned>(std::max<std::uint64_t>(
-      1, std::min<std::uint64_t>(std::thread::hardware_concurrency(), n / min_per_thread)));
+      1, std::min<std::uint64_t>(cores > spare ? cores - spare : 1, n / min_per_thread)));
   std::vector<std::thread> pool;
   for (unsigned t = 1; t < threads; ++t) {
     pool.emplace_back(fn, n * t / threads, n * (t + 1) / threads);
@@ -39,11 +40,13 @@ void Parallel(std::uint64_t n, std::uint64_t min_per_thread, Fn fn) {
   for (auto& th : pool) th.join();
 }
 
-// XXH3-64 of each `rb`-byte row of `rows` into `out`, split over the cores.
+// XXH3-64 of each `rb`-byte row of `rows` into `out`, split over the cores but one: it runs
+// while the source's digest arrives, and the transfer needs a core (on 2 cores, a sync from a
+// local server took 0.055-0.061 s so, against 0.058-0.068 s hashing on both).
 void HashRows(std::span<const std::byte> rows, std::size_t rb, std::span<std::uint64_t> out) {
   Parallel(out.size(), 65536, [&](std::uint64_t lo, std::uint64_t hi) {
     for (std::uint64_t r = lo; r < hi; ++r) out[r] = store::Checksum64(rows.subspan(r * rb, rb));
-  });
+  }, /*spare=*/1);
 }
 
 // The rows to fetch: those whose hash differs from the source's, or (without row hashes) every

