@@ -7,6 +7,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstring>
+#include <functional>
 #include <mutex>
 #include <thread>
 
@@ -26,6 +27,23 @@ using Clock = std::chrono::steady_clock;
 namespace {
 
 using proto::FromProto;
+
+// Runs job(0) .. job(n - 1) on up to four threads, the caller's among them, and returns the first
+// failure in index order once all have finished. Used for requests that are independent of each
+// other, so their round trips overlap.
+Status RunUpToFour(std::size_t n, const std::function<Status(std::size_t)>& job) {
+  std::vector<Status> failed(n);
+  std::atomic<std::size_t> next{0};
+  auto worker = [&] {
+    for (std::size_t i = next++; i < n; i = next++) failed[i] = job(i);
+  };
+  std::vector<std::thread> pool;
+  for (std::size_t t = 1; t < std::min<std::size_t>(n, 4); ++t) pool.emplace_back(worker);
+  worker();
+  for (auto& th : pool) th.join();
+  for (const Status& st : failed) EMBSTORE_RETURN_NOT_OK(st);
+  return Status::OK();
+}
 
 }  // namespace
 
@@ -174,8 +192,6 @@ Status Client::LookupRowsInto(const std::string& table, std::span<const std::uin
   }
   const std::size_t per_batch = std::clamp<std::size_t>((1u << 20) / row_bytes, 1, 16384);
   const std::size_t batches = (ids.size() + per_batch - 1) / per_batch;
-  std::vector<Status> failed(batches);
-  std::atomic<std::size_t> next{0};
   std::atomic<std::uint64_t> got{0};
   auto fetch = [&](std::size_t batch) -> Status {
     const std::size_t first = batch * per_batch;
@@ -221,14 +237,7 @@ Status Client::LookupRowsInto(const std::string& table, std::span<const std::uin
     got += n * row_bytes;
     return Status::OK();
   };
-  auto worker = [&] {
-    for (std::size_t b = next++; b < batches; b = next++) failed[b] = fetch(b);
-  };
-  std::vector<std::thread> pool;
-  for (std::size_t t = 1; t < std::min<std::size_t>(batches, 4); ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
-  for (const Status& st : failed) EMBSTORE_RETURN_NOT_OK(st);
+  EMBSTORE_RETURN_NOT_OK(RunUpToFour(batches, fetch));
   *wire_bytes += got;
   return Status::OK();
 }
@@ -253,8 +262,7 @@ Status Client::RowHashes(const std::string& table, std::uint64_t expected_conten
   const std::uint64_t pages = (rows + kPage - 1) / kPage;
   row_hashes->assign(rows, 0);
   std::vector<std::pair<std::uint64_t, std::uint64_t>> blocks;  // (index, checksum), any order
-  std::vector<Status> failed(pages);
-  std::atomic<std::uint64_t> next{0}, sent{0};
+  std::atomic<std::uint64_t> sent{0};
   std::atomic<bool> all_verified{true};
   std::mutex mu;
   auto fetch_page = [&](std::uint64_t page) -> Status {
@@ -293,14 +301,7 @@ Status Client::RowHashes(const std::string& table, std::uint64_t expected_conten
     }
     return Status::OK();
   };
-  auto worker = [&] {
-    for (std::uint64_t p = next++; p < pages; p = next++) failed[p] = fetch_page(p);
-  };
-  std::vector<std::thread> pool;
-  for (std::uint64_t t = 1; t < std::min<std::uint64_t>(pages, 4); ++t) pool.emplace_back(worker);
-  worker();
-  for (auto& th : pool) th.join();
-  for (const Status& st : failed) EMBSTORE_RETURN_NOT_OK(st);
+  EMBSTORE_RETURN_NOT_OK(RunUpToFour(pages, fetch_page));
   *bytes += sent;
   *verified = all_verified;
   // Pages that share a block both carry its checksum: keep one per block, and every block from
