@@ -264,22 +264,68 @@ Result<v1::LookupResponse> Service::Lookup(const v1::LookupRequest& r) const {
   return out;
 }
 
+namespace {
+
+constexpr std::uint64_t kMaxHashesPerReply = 262144;  // 2 MiB of hashes, rows' or groups'
+constexpr std::uint64_t kMaxGroupRows = 65536;
+
+// The row hashes of the groups `r.groups()` of `group_rows` rows, one group after another.
+Status GroupsRowHashes(const store::Table& t, const v1::RowHashesRequest& r,
+                       std::uint64_t group_rows, v1::RowHashesResponse* out) {
+  const std::uint64_t groups = (t.rows() + group_rows - 1) / group_rows;
+  std::uint64_t total = 0;
+  for (int i = 0; i < r.groups_size(); ++i) {
+    const std::uint64_t g = r.groups(i);
+    if (g >= groups || (i > 0 && g <= r.groups(i - 1))) {
+      return Status::InvalidArgument(
+          "row hashes of groups of " + Quote(r.table()) + ": group " + std::to_string(g) +
+          " (item " + std::to_string(i) + ") is " +
+          (g >= groups ? "past the table's " + std::to_string(groups) + " groups of " +
+                             std::to_string(group_rows) + " rows"
+                       : std::string("not above the group before it (groups must ascend)")));
+    }
+    total += std::min(t.rows(), (g + 1) * group_rows) - g * group_rows;
+  }
+  if (total > kMaxHashesPerReply) {
+    return Status::InvalidArgument("row hashes of " + std::to_string(r.groups_size()) +
+                                   " groups of " + Quote(r.table()) + " are " +
+                                   std::to_string(total) + " rows, more than the reply limit of " +
+                                   std::to_string(kMaxHashesPerReply) + "; split the request");
+  }
+  std::string* bytes = out->mutable_row_hashes();
+  bytes->resize(total * 8);
+  std::uint64_t at = 0;
+  for (const std::uint64_t g : r.groups()) {
+    const std::uint64_t first = g * group_rows, last = std::min(t.rows(), first + group_rows);
+    EMBSTORE_RETURN_NOT_OK(
+        t.RowHashes(first, last,
+                    std::span<std::uint64_t>(reinterpret_cast<std::uint64_t*>(bytes->data()) + at,
+                                             last - first))
+            .WithContext(Quote(r.table())));
+    at += last - first;
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
 Result<v1::RowHashesResponse> Service::RowHashes(const v1::RowHashesRequest& r) const {
-  constexpr std::uint64_t kMaxRowsPerReply = 262144;  // 2 MiB of hashes
   std::optional<std::uint64_t> expected;
   if (r.has_expected_content_id()) expected = r.expected_content_id();
   EMBSTORE_ASSIGN_OR_RETURN(auto entry, Resolve(r.table(), expected));
   const store::Table& t = entry->table();
-  const std::uint64_t end = r.has_end_row() ? r.end_row() : t.rows();
-  if (r.begin_row() > end || end > t.rows()) {
-    return Status::OutOfRange("row hashes of rows [" + std::to_string(r.begin_row()) + ", " +
-                              std::to_string(end) + ") of " + Quote(r.table()) + ", which has " +
-                              std::to_string(t.rows()) + " rows");
+  const std::uint64_t group_rows = r.group_rows() < 2 ? 1 : r.group_rows();
+  if (group_rows > kMaxGroupRows) {
+    return Status::InvalidArgument("row hashes of " + Quote(r.table()) + " in groups of " +
+                                   std::to_string(group_rows) + " rows: at most " +
+                                   std::to_string(kMaxGroupRows) + " rows a group");
   }
-  const std::uint64_t n = std::min(end - r.begin_row(), kMaxRowsPerReply);
+  if (r.groups_size() > 0 && group_rows == 1) {
+    return Status::InvalidArgument("row hashes of groups of " + Quote(r.table()) +
+                                   " need group_rows of 2 or more");
+  }
   v1::RowHashesResponse out;
   out.set_content_id(entry->content_id());
-  out.set_first_row(r.begin_row());
   out.set_stored(t.has_row_hashes());
   // Stored hashes are checked against the rows, and the rows against their blocks, once per
   // loaded table (computed ones come from verified blocks): what is sent is vouched for.
@@ -287,11 +333,54 @@ Result<v1::RowHashesResponse> Service::RowHashes(const v1::RowHashesRequest& r) 
     EMBSTORE_RETURN_NOT_OK(t.VerifyRowHashesOnce().WithContext(Quote(r.table())));
   }
   out.set_verified(true);
-  std::vector<std::uint64_t> hashes(n);
-  EMBSTORE_RETURN_NOT_OK(t.RowHashes(r.begin_row(), r.begin_row() + n, hashes)
-                             .WithContext(Quote(r.table())));
+  if (r.groups_size() > 0) {
+    EMBSTORE_RETURN_NOT_OK(GroupsRowHashes(t, r, group_rows, &out));
+    EMBSTORE_RETURN_NOT_OK(entry->CheckIntact());
+    return out;
+  }
+  const std::uint64_t end = r.has_end_row() ? r.end_row() : t.rows();
+  if (r.begin_row() > end || end > t.rows()) {
+    return Status::OutOfRange("row hashes of rows [" + std::to_string(r.begin_row()) + ", " +
+                              std::to_string(end) + ") of " + Quote(r.table()) + ", which has " +
+                              std::to_string(t.rows()) + " rows");
+  }
+  if (r.begin_row() % group_rows != 0 || (end % group_rows != 0 && end != t.rows())) {
+    return Status::InvalidArgument(
+        "row hashes of rows [" + std::to_string(r.begin_row()) + ", " + std::to_string(end) +
+        ") of " + Quote(r.table()) + " in groups of " + std::to_string(group_rows) +
+        " rows: the range must begin and end where groups do (or at the table's end)");
+  }
+  // The reply's rows: whole groups, at most kMaxHashesPerReply hashes of either kind.
+  const std::uint64_t n =
+      std::min(end - r.begin_row(), kMaxHashesPerReply * group_rows);
+  out.set_first_row(r.begin_row());
+  if (group_rows == 1) {
+    std::string* bytes = out.mutable_row_hashes();
+    bytes->resize(n * 8);
+    EMBSTORE_RETURN_NOT_OK(
+        t.RowHashes(r.begin_row(), r.begin_row() + n,
+                    std::span<std::uint64_t>(reinterpret_cast<std::uint64_t*>(bytes->data()), n))
+            .WithContext(Quote(r.table())));
+  } else {
+    const std::uint64_t groups = (n + group_rows - 1) / group_rows;
+    std::string* bytes = out.mutable_group_hashes();
+    bytes->resize(groups * 8);
+    auto* g = reinterpret_cast<std::uint64_t*>(bytes->data());
+    // The row hashes a few groups at a time, through a buffer that stays in cache.
+    const std::uint64_t step = group_rows * std::max<std::uint64_t>(1, 8192 / group_rows);
+    std::vector<std::uint64_t> hashes(std::min(step, n));
+    for (std::uint64_t at = 0; at < n; at += step) {
+      const std::uint64_t count = std::min(step, n - at);
+      const std::span<std::uint64_t> part(hashes.data(), count);
+      EMBSTORE_RETURN_NOT_OK(t.RowHashes(r.begin_row() + at, r.begin_row() + at + count, part)
+                                 .WithContext(Quote(r.table())));
+      for (std::uint64_t first = 0; first < count; first += group_rows) {
+        const std::uint64_t len = std::min(count - first, group_rows);
+        g[(at + first) / group_rows] = store::Checksum64(std::as_bytes(part.subspan(first, len)));
+      }
+    }
+  }
   EMBSTORE_RETURN_NOT_OK(entry->CheckIntact());
-  out.set_row_hashes(std::string(reinterpret_cast<const char*>(hashes.data()), n * 8));
   if (n > 0) {
     const std::uint64_t first = r.begin_row() / t.block_rows();
     const std::uint64_t last = (r.begin_row() + n - 1) / t.block_rows();

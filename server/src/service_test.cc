@@ -4,6 +4,10 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
+#include <span>
+#include <vector>
+
 #include "embstore/store/checksum.h"
 #include "test_util.h"
 
@@ -340,6 +344,76 @@ TEST_F(ServiceTest, LookupReplyLargerThanTheMessageLimitIsRefused) {
   auto st = s.Lookup(req).status();
   EXPECT_EQ(st.code(), StatusCode::kResourceExhausted);
   EXPECT_NE(st.message().find("704 bytes"), std::string::npos) << st.message();
+}
+
+TEST_F(ServiceTest, RowHashesComeOneARowOrOneAGroupOfRows) {
+  std::vector<std::uint64_t> want(spec_.rows);
+  for (std::uint64_t r = 0; r < spec_.rows; ++r) {
+    const std::string row = ExpectedRowBytes(spec_, r, r + 1);
+    want[r] = store::Checksum64(std::as_bytes(std::span(row.data(), row.size())));
+  }
+  auto hashes_of = [](const std::string& bytes) {
+    std::vector<std::uint64_t> h(bytes.size() / 8);
+    std::memcpy(h.data(), bytes.data(), h.size() * 8);
+    return h;
+  };
+  auto group_hash = [&](std::uint64_t first, std::uint64_t last) {
+    return store::Checksum64(std::as_bytes(std::span(want).subspan(first, last - first)));
+  };
+  v1::RowHashesRequest req;
+  req.set_table("words");
+  auto rows = service_->RowHashes(req);
+  ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+  EXPECT_EQ(hashes_of(rows->row_hashes()), want);
+  EXPECT_TRUE(rows->group_hashes().empty());
+  EXPECT_EQ(rows->block_checksums_size(), 16);  // 1000 rows in blocks of 64
+
+  // Groups of 7 rows, counted from row 0: 143 of them, the last one 6 rows.
+  req.set_group_rows(7);
+  auto groups = service_->RowHashes(req);
+  ASSERT_TRUE(groups.ok()) << groups.status().ToString();
+  EXPECT_TRUE(groups->row_hashes().empty());
+  const auto g = hashes_of(groups->group_hashes());
+  ASSERT_EQ(g.size(), 143u);
+  for (std::uint64_t k = 0; k < g.size(); ++k) {
+    EXPECT_EQ(g[k], group_hash(k * 7, std::min<std::uint64_t>(1000, k * 7 + 7))) << k;
+  }
+  EXPECT_EQ(groups->block_checksums_size(), 16);
+  req.set_begin_row(14);
+  req.set_end_row(28);
+  auto two = service_->RowHashes(req);
+  ASSERT_TRUE(two.ok()) << two.status().ToString();
+  EXPECT_EQ(two->first_row(), 14u);
+  EXPECT_EQ(hashes_of(two->group_hashes()),
+            (std::vector<std::uint64_t>{group_hash(14, 21), group_hash(21, 28)}));
+
+  // The row hashes of chosen groups, one group after another (begin and end not used).
+  req.add_groups(0);
+  req.add_groups(5);
+  req.add_groups(142);
+  auto chosen = service_->RowHashes(req);
+  ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+  std::vector<std::uint64_t> expect(want.begin(), want.begin() + 7);
+  expect.insert(expect.end(), want.begin() + 35, want.begin() + 42);
+  expect.insert(expect.end(), want.begin() + 994, want.end());
+  EXPECT_EQ(hashes_of(chosen->row_hashes()), expect);
+  EXPECT_TRUE(chosen->verified());
+
+  auto bad = [&](auto edit, const std::string& says) {
+    v1::RowHashesRequest r;
+    r.set_table("words");
+    r.set_group_rows(7);
+    edit(r);
+    auto st = service_->RowHashes(r).status();
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+    EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
+  };
+  bad([](auto& r) { r.set_begin_row(3); }, "must begin and end where groups do");
+  bad([](auto& r) { r.set_end_row(30); }, "must begin and end where groups do");
+  bad([](auto& r) { r.set_group_rows(70000); }, "at most 65536 rows a group");
+  bad([](auto& r) { r.add_groups(5); r.add_groups(5); }, "groups must ascend");
+  bad([](auto& r) { r.add_groups(143); }, "past the table's 143 groups of 7 rows");
+  bad([](auto& r) { r.set_group_rows(1); r.add_groups(0); }, "need group_rows of 2 or more");
 }
 
 TEST_F(ServiceTest, StreamsKeysInRowOrder) {
