@@ -4,6 +4,7 @@
 // that never comes back, bad targets, unknown tables, wrong tokens, and cancellation.
 #include "embstore/client/client.h"
 #include "embstore/client/row_source.h"
+#include "embstore/store/checksum.h"
 #include "embstore/testkit/temp_dir.h"
 
 #include <absl/base/internal/cycleclock.h>
@@ -497,6 +498,79 @@ TEST_F(ClientTest, LookupRowsIntoFillsTheBufferInTheOrderOfTheIds) {
   EXPECT_EQ(c->LookupRowsInto("t", ids, cid + 1, rb, out, &wire).code(),
             StatusCode::kFailedPrecondition);
   EXPECT_EQ(c->LookupRowsInto("t", ids, cid, rb, std::span<std::byte>(out).first(rb), &wire)
+                .code(),
+            StatusCode::kInvalidArgument);
+}
+
+TEST_F(ClientTest, RowHashesAgainstACopyAskOnlyForTheGroupsThatDiffer) {
+  // More than one reply of row hashes (262,144 rows): the per-row form takes two pages.
+  const std::uint64_t rows = 300001, rb = 4;
+  auto want = AddTable("t", rows, 1, DType::kF32, false, 1000);
+  auto c = Connect();
+  auto tables = c->ListTables();
+  ASSERT_TRUE(tables.ok() && tables->size() == 1);
+  const std::uint64_t cid = (*tables)[0].content_id;
+  std::vector<std::uint64_t> server(rows);
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    server[r] = store::Checksum64(std::span<const std::byte>(want).subspan(r * rb, rb));
+  }
+  std::vector<std::uint64_t> hashes, blocks, groups;
+  std::uint64_t bytes = 0;
+  bool verified = false;
+  ASSERT_TRUE(c->RowHashes("t", cid, rows, &hashes, &blocks, &bytes, &verified).ok());
+  EXPECT_EQ(hashes, server);
+  EXPECT_TRUE(verified);
+  EXPECT_GE(bytes, rows * 8);
+  const std::uint64_t num_blocks = blocks.size();
+
+  // A copy that differs in rows 0, 17, 262143 and the last: groups 0, 1, 16383 and 18750.
+  std::vector<std::uint64_t> copy = server;
+  for (std::uint64_t r : {std::uint64_t{0}, std::uint64_t{17}, std::uint64_t{262143}, rows - 1}) {
+    copy[r] ^= 1;
+  }
+  std::uint32_t answered = 0;
+  bytes = 0;
+  verified = false;
+  int asked_for_local = 0;
+  ASSERT_TRUE(c->RowHashesAgainst("t", cid, rows, 16,
+                                  [&]() -> std::span<const std::uint64_t> {
+                                    ++asked_for_local;
+                                    return copy;
+                                  },
+                                  &answered, &groups, &hashes, &blocks, &bytes, &verified)
+                  .ok());
+  EXPECT_EQ(asked_for_local, 1);
+  EXPECT_EQ(answered, 16u);
+  EXPECT_EQ(groups, (std::vector<std::uint64_t>{0, 1, 16383, 18750}));
+  std::vector<std::uint64_t> expect;
+  for (std::uint64_t g : groups) {
+    for (std::uint64_t r = g * 16; r < std::min(rows, g * 16 + 16); ++r) expect.push_back(server[r]);
+  }
+  EXPECT_EQ(hashes, expect);
+  EXPECT_EQ(blocks.size(), num_blocks);
+  EXPECT_TRUE(verified);
+  // One hash per group of 16 rows and 49 row hashes, not 8 bytes a row.
+  EXPECT_GE(bytes, 8 * (rows / 16 + 1) + 8 * 49);
+  EXPECT_LT(bytes, 8 * (rows / 16 + 1) + 8 * 49 + 4096);
+
+  // The same copy: nothing differs.
+  copy = server;
+  ASSERT_TRUE(c->RowHashesAgainst("t", cid, rows, 16,
+                                  [&]() -> std::span<const std::uint64_t> { return copy; },
+                                  &answered, &groups, &hashes, &blocks, &bytes, &verified)
+                  .ok());
+  EXPECT_EQ(answered, 16u);
+  EXPECT_TRUE(groups.empty() && hashes.empty());
+  // A copy of another shape, or a group size out of range, is an error.
+  copy.pop_back();
+  EXPECT_EQ(c->RowHashesAgainst("t", cid, rows, 16,
+                                [&]() -> std::span<const std::uint64_t> { return copy; },
+                                &answered, &groups, &hashes, &blocks, &bytes, &verified)
+                .code(),
+            StatusCode::kInvalidArgument);
+  EXPECT_EQ(c->RowHashesAgainst("t", cid, rows, 1,
+                                [&]() -> std::span<const std::uint64_t> { return copy; },
+                                &answered, &groups, &hashes, &blocks, &bytes, &verified)
                 .code(),
             StatusCode::kInvalidArgument);
 }

@@ -71,12 +71,22 @@ class ServerSource final : public RowSource {
     EMBSTORE_RETURN_NOT_OK(client_->RowHashes(desc_.name, desc_.content_id, desc_.rows,
                                               &d.row_hashes, &d.block_checksums, &d.bytes,
                                               &d.verified));
-    if (d.block_checksums.size() != desc_.num_blocks) {
-      return Status::Internal("server '" + client_->target() + "' sent " +
-                              std::to_string(d.block_checksums.size()) + " block checksums of '" +
-                              desc_.name + "', which has " + std::to_string(desc_.num_blocks) +
-                              " blocks");
-    }
+    EMBSTORE_RETURN_NOT_OK(CheckBlockCount(d));
+    transferred_ += d.bytes;
+    return d;
+  }
+
+  // One hash per group of kDigestGroupRows rows, then the row hashes of the groups that differ:
+  // for the seed table with 1% of its rows changed at random ids, 0.47 MB of group hashes and
+  // 1.1 MB of row hashes (15% of the groups) instead of 7.5 MB.
+  Result<RowDigest> DigestAgainst(
+      const std::function<std::span<const std::uint64_t>()>& local) override {
+    if (local_) return internal::DigestOfTable(local_->table());
+    RowDigest d;
+    EMBSTORE_RETURN_NOT_OK(client_->RowHashesAgainst(
+        desc_.name, desc_.content_id, desc_.rows, kDigestGroupRows, local, &d.group_rows,
+        &d.groups, &d.row_hashes, &d.block_checksums, &d.bytes, &d.verified));
+    EMBSTORE_RETURN_NOT_OK(CheckBlockCount(d));
     transferred_ += d.bytes;
     return d;
   }
@@ -98,6 +108,19 @@ class ServerSource final : public RowSource {
   }
 
  private:
+  // Rows a group hash covers in DigestAgainst. For the seed table with 1% of its rows changed at
+  // random, 16 moves 1.6 MB, near the fewest (8: 1.5 MB, 32: 2.1 MB); with 0.1% changed, 0.6 MB
+  // (8: 1.0 MB).
+  static constexpr std::uint32_t kDigestGroupRows = 16;
+
+  Status CheckBlockCount(const RowDigest& d) const {
+    if (d.block_checksums.size() == desc_.num_blocks) return Status::OK();
+    return Status::Internal("server '" + client_->target() + "' sent " +
+                            std::to_string(d.block_checksums.size()) + " block checksums of '" +
+                            desc_.name + "', which has " + std::to_string(desc_.num_blocks) +
+                            " blocks");
+  }
+
   Result<LoadStats> Counted(Result<LoadStats> stats) {
     if (stats.ok()) transferred_ += stats->wire_bytes;
     return stats;

@@ -95,6 +95,11 @@ Result<RowDigest> RowSource::Digest() {
                                ") has no row hashes to compare");
 }
 
+Result<RowDigest> RowSource::DigestAgainst(
+    const std::function<std::span<const std::uint64_t>()>&) {
+  return Digest();
+}
+
 Result<LoadStats> RowSource::CopyRowIds(std::span<const std::uint64_t> ids,
                                         std::span<std::byte> out, const ReadOptions& options) {
   const std::uint64_t rb = desc_.row_bytes;

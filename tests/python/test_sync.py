@@ -64,8 +64,10 @@ def test_update_from_a_server_moves_only_hashes_and_changed_rows(server, tmp_pat
     s = embstore.update(copy, server.unix, "t", local=False)
     assert np.array_equal(copy, new)
     assert s["changed_rows"] == len(ids) and s["refetched_blocks"] == 0
-    # 8 bytes of hash a row, the changed rows themselves, a little framing.
-    assert s["digest_bytes"] >= 8 * ROWS and s["digest_bytes"] < 8 * ROWS * 1.01 + 4096
+    # One 8-byte hash per group of 16 rows, then the row hashes of the groups that changed, the
+    # changed rows themselves, a little framing.
+    digest = 8 * (ROWS // 16) + 8 * 16 * len(set(ids // 16))
+    assert digest <= s["digest_bytes"] < digest + 4096
     assert s["row_bytes_moved"] == len(ids) * DIM * 4
     assert s["moved_bytes"] / s["table_bytes"] < 0.04
     # A table saved without row hashes: the server computes them.
@@ -83,9 +85,9 @@ def test_update_from_a_server_moves_only_hashes_and_changed_rows(server, tmp_pat
 
 
 def test_a_digest_of_many_pages_from_a_server(server):
-    """More rows than one RowHashes reply holds (262,144), fetched a few pages at a time: with
-    12-byte rows a checksum block is 87,381 rows, so blocks straddle the pages and two replies
-    carry the same block's checksum. The rows that changed sit on the page edges."""
+    """More rows than one RowHashes reply of row hashes holds (262,144): with 12-byte rows a
+    checksum block is 87,381 rows. The rows that changed sit on the edges of those pages, of
+    blocks and of groups of 16 rows, and in the last group, which holds one row."""
     rows, dim = 600_001, 3
     rng = np.random.default_rng(5)
     old = rng.standard_normal((rows, dim)).astype(np.float32)
@@ -100,7 +102,9 @@ def test_a_digest_of_many_pages_from_a_server(server):
     s = embstore.update(copy, server.unix, "p", local=False)
     assert np.array_equal(copy, new)
     assert s["changed_rows"] == len(ids) and s["refetched_blocks"] == 0
-    assert 8 * rows <= s["digest_bytes"] < 8 * rows + 4096
+    groups = 8 * ((rows + 15) // 16)  # one hash per group of 16 rows, the last one 1 row
+    changed = 8 * (16 * 5 + 1)  # the row hashes of the 6 groups that changed
+    assert groups + changed <= s["digest_bytes"] < groups + changed + 4096
 
 
 def test_a_version_change_mid_sync_leaves_the_copy_as_it_was(server):

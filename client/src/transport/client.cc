@@ -45,6 +45,92 @@ Status RunUpToFour(std::size_t n, const std::function<Status(std::size_t)>& job)
   return Status::OK();
 }
 
+// Hashes of version `expected` of a table of `rows` rows into `hashes`: one a row, or with
+// group_rows > 1 one a group of group_rows rows (docs/PROTOCOL.md, "Row hashes"); and the
+// checksums of every block. Pages of the server's largest reply, asked for at once (a few in
+// flight), so the round trips and the two sides' copying overlap instead of adding up. A server
+// may still answer a page short: that page is asked again from where its reply stopped.
+// Unimplemented when group hashes were asked for and the server sent row hashes (it predates
+// group_rows).
+Status HashPages(v1::EmbStore::Stub* stub, const ConnectOptions& options, const std::string& table,
+                 std::uint64_t expected, std::uint64_t rows, std::uint64_t group_rows,
+                 std::vector<std::uint64_t>* hashes, std::vector<std::uint64_t>* block_checksums,
+                 std::uint64_t* bytes, bool* verified) {
+  constexpr std::uint64_t kPage = 262144;
+  const std::uint64_t units = (rows + group_rows - 1) / group_rows;
+  const std::uint64_t pages = (units + kPage - 1) / kPage;
+  const char* what = group_rows > 1 ? "group hashes" : "row hashes";
+  hashes->resize(units);
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> blocks;  // (index, checksum), any order
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<bool> all_verified{true};
+  std::mutex mu;
+  auto fetch_page = [&](std::uint64_t page) -> Status {
+    const std::uint64_t end = std::min(units, (page + 1) * kPage);
+    std::uint64_t at = page * kPage;
+    while (at < end) {
+      grpc::ClientContext ctx;
+      internal::PrepareContext(&ctx, options, std::nullopt, true);
+      v1::RowHashesRequest req;
+      req.set_table(table);
+      req.set_begin_row(at * group_rows);
+      req.set_end_row(std::min(rows, end * group_rows));
+      req.set_expected_content_id(expected);
+      if (group_rows > 1) req.set_group_rows(static_cast<std::uint32_t>(group_rows));
+      v1::RowHashesResponse resp;
+      grpc::Status s = stub->RowHashes(&ctx, req, &resp);
+      if (!s.ok()) return internal::FromGrpc(s, options.target);
+      sent += resp.ByteSizeLong();
+      if (!resp.verified()) all_verified = false;
+      if (group_rows > 1 && resp.group_hashes().empty() && !resp.row_hashes().empty()) {
+        return Status::Unimplemented("server '" + options.target + "' sends no group hashes");
+      }
+      const std::string& h = group_rows > 1 ? resp.group_hashes() : resp.row_hashes();
+      const std::uint64_t n = h.size() / 8;
+      if (resp.first_row() != at * group_rows || h.size() % 8 != 0 || n == 0 || n > end - at) {
+        return Status::Internal("server '" + options.target + "' answered " + what + " of '" +
+                                table + "' from row " + std::to_string(resp.first_row()) +
+                                " with " + std::to_string(h.size()) + " bytes, asked for rows " +
+                                std::to_string(at * group_rows) + " to " +
+                                std::to_string(std::min(rows, end * group_rows)));
+      }
+      std::memcpy(hashes->data() + at, h.data(), h.size());
+      {
+        std::lock_guard<std::mutex> lock(mu);
+        for (int k = 0; k < resp.block_checksums_size(); ++k) {
+          blocks.emplace_back(resp.first_block() + static_cast<std::uint64_t>(k),
+                              resp.block_checksums(k));
+        }
+      }
+      at += n;
+    }
+    return Status::OK();
+  };
+  const Status st = RunUpToFour(pages, fetch_page);
+  *bytes += sent;  // what came, even from a server that turned out to send no group hashes
+  EMBSTORE_RETURN_NOT_OK(st);
+  *verified = all_verified;
+  // Pages that share a block both carry its checksum: keep one per block, and every block from
+  // the first to the last must be there.
+  std::sort(blocks.begin(), blocks.end());
+  block_checksums->clear();
+  for (const auto& [b, c] : blocks) {
+    if (b < block_checksums->size()) {
+      if ((*block_checksums)[b] != c) {
+        return Status::Internal("server '" + options.target + "' sent two checksums of block " +
+                                std::to_string(b) + " of '" + table + "'");
+      }
+      continue;
+    }
+    if (b != block_checksums->size()) {
+      return Status::Internal("server '" + options.target + "' sent no checksum of block " +
+                              std::to_string(block_checksums->size()) + " of '" + table + "'");
+    }
+    block_checksums->push_back(c);
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 void CancelToken::Cancel() {
@@ -255,73 +341,89 @@ Status Client::RowHashes(const std::string& table, std::uint64_t expected_conten
                          std::uint64_t rows, std::vector<std::uint64_t>* row_hashes,
                          std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes,
                          bool* verified) {
-  // Pages of the server's largest reply, asked for at once (a few in flight), so the round trips
-  // and the two sides' copying overlap instead of adding up. A server may still answer a page
-  // short: that page is asked again from where its reply stopped.
-  constexpr std::uint64_t kPage = 262144;
-  const std::uint64_t pages = (rows + kPage - 1) / kPage;
-  row_hashes->assign(rows, 0);
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> blocks;  // (index, checksum), any order
-  std::atomic<std::uint64_t> sent{0};
-  std::atomic<bool> all_verified{true};
-  std::mutex mu;
-  auto fetch_page = [&](std::uint64_t page) -> Status {
-    const std::uint64_t end = std::min(rows, (page + 1) * kPage);
-    std::uint64_t at = page * kPage;
-    while (at < end) {
-      grpc::ClientContext ctx;
-      internal::PrepareContext(&ctx, options_, std::nullopt, true);
-      v1::RowHashesRequest req;
-      req.set_table(table);
-      req.set_begin_row(at);
-      req.set_end_row(end);
-      req.set_expected_content_id(expected_content_id);
-      v1::RowHashesResponse resp;
-      grpc::Status s = impl_->stub->RowHashes(&ctx, req, &resp);
-      if (!s.ok()) return internal::FromGrpc(s, options_.target);
-      sent += resp.ByteSizeLong();
-      if (!resp.verified()) all_verified = false;
-      const std::string& h = resp.row_hashes();
-      const std::uint64_t n = h.size() / 8;
-      if (resp.first_row() != at || h.size() % 8 != 0 || n == 0 || n > end - at) {
-        return Status::Internal("server '" + options_.target + "' answered row hashes of '" +
-                                table + "' from row " + std::to_string(resp.first_row()) +
-                                " with " + std::to_string(h.size()) + " bytes, asked for rows " +
-                                std::to_string(at) + " to " + std::to_string(end));
-      }
-      std::memcpy(row_hashes->data() + at, h.data(), h.size());
-      {
-        std::lock_guard<std::mutex> lock(mu);
-        for (int k = 0; k < resp.block_checksums_size(); ++k) {
-          blocks.emplace_back(resp.first_block() + static_cast<std::uint64_t>(k),
-                              resp.block_checksums(k));
-        }
-      }
-      at += n;
+  return HashPages(impl_->stub.get(), options_, table, expected_content_id, rows, 1, row_hashes,
+                   block_checksums, bytes, verified);
+}
+
+Status Client::RowHashesAgainst(const std::string& table, std::uint64_t expected_content_id,
+                                std::uint64_t rows, std::uint32_t group_rows,
+                                const std::function<std::span<const std::uint64_t>()>& local,
+                                std::uint32_t* answered_group_rows,
+                                std::vector<std::uint64_t>* groups,
+                                std::vector<std::uint64_t>* row_hashes,
+                                std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes,
+                                bool* verified) {
+  if (group_rows < 2 || group_rows > 65536) {
+    return Status::InvalidArgument("row hashes of '" + table + "' in groups of " +
+                                   std::to_string(group_rows) + " rows: 2 to 65536 a group");
+  }
+  const std::uint64_t g_rows = group_rows;
+  std::vector<std::uint64_t> group_hashes;
+  bool groups_verified = false;
+  groups->clear();
+  *answered_group_rows = 0;
+  Status st = HashPages(impl_->stub.get(), options_, table, expected_content_id, rows, g_rows,
+                        &group_hashes, block_checksums, bytes, &groups_verified);
+  if (st.code() == StatusCode::kUnimplemented) {
+    return RowHashes(table, expected_content_id, rows, row_hashes, block_checksums, bytes,
+                     verified);
+  }
+  *answered_group_rows = group_rows;
+  EMBSTORE_RETURN_NOT_OK(st);
+  const std::span<const std::uint64_t> mine = local();
+  if (mine.size() != rows) {
+    return Status::InvalidArgument("a copy's " + std::to_string(mine.size()) +
+                                   " row hashes against the " + std::to_string(rows) +
+                                   " rows of table '" + table + "'");
+  }
+  std::vector<std::uint64_t>& differ = *groups;
+  std::vector<std::uint64_t> offset;  // of each differing group's first row in *row_hashes
+  std::uint64_t total = 0;
+  for (std::uint64_t g = 0; g < group_hashes.size(); ++g) {
+    const std::uint64_t first = g * g_rows, n = std::min(rows, first + g_rows) - first;
+    if (store::Checksum64(std::as_bytes(mine.subspan(first, n))) != group_hashes[g]) {
+      differ.push_back(g);
+      offset.push_back(total);
+      total += n;
     }
+  }
+  row_hashes->resize(total);
+  // The row hashes of the groups that differ, in requests of at most one reply's rows.
+  const std::size_t per_request = std::max<std::uint64_t>(1, 262144 / g_rows);
+  const std::size_t requests = (differ.size() + per_request - 1) / per_request;
+  std::atomic<std::uint64_t> sent{0};
+  std::atomic<bool> all_verified{groups_verified};
+  auto fetch = [&](std::size_t i) -> Status {
+    const std::size_t from = i * per_request, to = std::min(differ.size(), from + per_request);
+    grpc::ClientContext ctx;
+    internal::PrepareContext(&ctx, options_, std::nullopt, true);
+    v1::RowHashesRequest req;
+    req.set_table(table);
+    req.set_expected_content_id(expected_content_id);
+    req.set_group_rows(group_rows);
+    std::uint64_t want = 0;
+    for (std::size_t k = from; k < to; ++k) {
+      req.add_groups(differ[k]);
+      want += std::min(rows, (differ[k] + 1) * g_rows) - differ[k] * g_rows;
+    }
+    v1::RowHashesResponse resp;
+    grpc::Status s = impl_->stub->RowHashes(&ctx, req, &resp);
+    if (!s.ok()) return internal::FromGrpc(s, options_.target);
+    sent += resp.ByteSizeLong();
+    if (!resp.verified()) all_verified = false;
+    const std::string& h = resp.row_hashes();
+    if (h.size() != want * 8) {
+      return Status::Internal("server '" + options_.target + "' answered the row hashes of " +
+                              std::to_string(to - from) + " groups of '" + table + "' with " +
+                              std::to_string(h.size()) + " bytes, not " +
+                              std::to_string(want * 8));
+    }
+    std::memcpy(row_hashes->data() + offset[from], h.data(), h.size());
     return Status::OK();
   };
-  EMBSTORE_RETURN_NOT_OK(RunUpToFour(pages, fetch_page));
+  EMBSTORE_RETURN_NOT_OK(RunUpToFour(requests, fetch));
   *bytes += sent;
   *verified = all_verified;
-  // Pages that share a block both carry its checksum: keep one per block, and every block from
-  // the first to the last must be there.
-  std::sort(blocks.begin(), blocks.end());
-  block_checksums->clear();
-  for (const auto& [b, c] : blocks) {
-    if (b < block_checksums->size()) {
-      if ((*block_checksums)[b] != c) {
-        return Status::Internal("server '" + options_.target + "' sent two checksums of block " +
-                                std::to_string(b) + " of '" + table + "'");
-      }
-      continue;
-    }
-    if (b != block_checksums->size()) {
-      return Status::Internal("server '" + options_.target + "' sent no checksum of block " +
-                              std::to_string(block_checksums->size()) + " of '" + table + "'");
-    }
-    block_checksums->push_back(c);
-  }
   return Status::OK();
 }
 

@@ -29,6 +29,7 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <span>
 #include <string>
@@ -56,6 +57,11 @@ struct RowDigest {
   // One per row; empty when the source cannot give them without reading every row (an object
   // whose table stores no row hashes): a sync then compares whole blocks.
   std::vector<std::uint64_t> row_hashes;
+  // From DigestAgainst, when group_rows > 0: row_hashes holds only the rows of `groups`
+  // (ascending), group after group (group g is rows [g * group_rows, (g + 1) * group_rows), the
+  // last one shorter); every other row's hash equals the copy's the digest was taken against.
+  std::uint32_t group_rows = 0;
+  std::vector<std::uint64_t> groups;
   std::vector<std::uint64_t> block_checksums;  // one per checksum block
   bool stored = false;     // the row hashes came from the table's row_hashes tensor
   // The row hashes were checked against rows that passed their block checksums (a server's, or
@@ -132,6 +138,13 @@ class RowSource {
   // PROTOCOL.md, "Row hashes"). Unimplemented for sources that have none to give (a sharded
   // table).
   virtual Result<RowDigest> Digest();
+
+  // Digest() for a sync that holds a copy of some version: `local()` returns the copy's row
+  // hashes, one a row (it may block until they are computed). A source may then move less: a
+  // server first sends one hash per group of rows, then the row hashes of the groups that differ
+  // from the copy's (PROTOCOL.md, "Row hashes"). By default, Digest().
+  virtual Result<RowDigest> DigestAgainst(
+      const std::function<std::span<const std::uint64_t>()>& local);
 
   // Rows `ids` (ascending, each < rows) into `out`, one after another, in the table's dtype
   // (ids.size() * row_bytes bytes), every row checked (against its block's checksum, or its own
