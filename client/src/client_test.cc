@@ -6,8 +6,10 @@
 #include "embstore/client/row_source.h"
 #include "embstore/store/checksum.h"
 #include "embstore/testkit/temp_dir.h"
+#include "embstore/v1/embstore.grpc.pb.h"
 
 #include <absl/base/internal/cycleclock.h>
+#include <grpcpp/grpcpp.h>
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <stdlib.h>
@@ -573,6 +575,74 @@ TEST_F(ClientTest, RowHashesAgainstACopyAskOnlyForTheGroupsThatDiffer) {
                                 &answered, &groups, &hashes, &blocks, &bytes, &verified)
                 .code(),
             StatusCode::kInvalidArgument);
+}
+
+// A server from before group_rows: RowHashes ignores the field and sends each row's hash (with
+// made-up block checksums: block b's is b).
+class RowHashesWithoutGroups final : public v1::EmbStore::Service {
+ public:
+  RowHashesWithoutGroups(std::vector<std::uint64_t> hashes, std::uint64_t block_rows)
+      : hashes_(std::move(hashes)), block_rows_(block_rows) {}
+
+  grpc::Status RowHashes(grpc::ServerContext*, const v1::RowHashesRequest* req,
+                         v1::RowHashesResponse* resp) override {
+    const std::uint64_t end = req->has_end_row() ? req->end_row() : hashes_.size();
+    const std::uint64_t n = std::min<std::uint64_t>(end - req->begin_row(), 262144);
+    resp->set_first_row(req->begin_row());
+    resp->set_row_hashes(
+        std::string(reinterpret_cast<const char*>(hashes_.data() + req->begin_row()), n * 8));
+    resp->set_first_block(req->begin_row() / block_rows_);
+    for (std::uint64_t b = req->begin_row() / block_rows_;
+         b <= (req->begin_row() + n - 1) / block_rows_; ++b) {
+      resp->add_block_checksums(b);
+    }
+    resp->set_verified(true);
+    return grpc::Status::OK;
+  }
+
+ private:
+  std::vector<std::uint64_t> hashes_;
+  std::uint64_t block_rows_;
+};
+
+TEST(RowHashesAgainst, AServerWithoutGroupHashesIsAskedForEveryRowsHash) {
+  const std::uint64_t rows = 300001;
+  std::vector<std::uint64_t> hashes(rows);
+  for (std::uint64_t r = 0; r < rows; ++r) hashes[r] = r * 0x9E3779B97F4A7C15ull + 1;
+  RowHashesWithoutGroups service(hashes, 64);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_TRUE(server && port > 0);
+  ConnectOptions o;
+  o.target = "127.0.0.1:" + std::to_string(port);
+  auto c = Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::vector<std::uint64_t> got, blocks, groups{7};
+  std::uint32_t answered = 99;
+  std::uint64_t bytes = 0;
+  bool verified = false;
+  int asked_for_local = 0;
+  const std::vector<std::uint64_t> copy(rows, 0);
+  Status st = (*c)->RowHashesAgainst("t", 1, rows, 16,
+                                     [&]() -> std::span<const std::uint64_t> {
+                                       ++asked_for_local;
+                                       return copy;
+                                     },
+                                     &answered, &groups, &got, &blocks, &bytes, &verified);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(answered, 0u);
+  EXPECT_TRUE(groups.empty());
+  EXPECT_EQ(got, hashes);
+  EXPECT_EQ(blocks.size(), (rows + 63) / 64);
+  EXPECT_EQ(blocks.back(), blocks.size() - 1);
+  EXPECT_TRUE(verified);
+  EXPECT_EQ(asked_for_local, 0);
+  // Every row's hash, and the first reply to the group request, which brought row hashes.
+  EXPECT_GE(bytes, 8 * rows + 8 * 262144);
+  server->Shutdown();
 }
 
 }  // namespace
