@@ -10,8 +10,8 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
-#include <memory>
 #include <latch>
+#include <memory>
 #include <thread>
 #include <vector>
 
@@ -113,8 +113,8 @@ std::vector<std::uint64_t> RowsToFetch(const RowDigest& d, std::span<const std::
   if (d.group_rows > 0) {  // only the groups that differ, the rest as the copy has them
     std::size_t at = 0;
     for (const std::uint64_t g : d.groups) {
-      const std::uint64_t first = g * d.group_rows, last = std::min(rows, first + d.group_rows);
-      for (std::uint64_t r = first; r < last; ++r) {
+      const store::RowGroup group = store::RowGroupOf(g, d.group_rows, rows);
+      for (std::uint64_t r = group.first; r < group.last; ++r) {
         if (local[r] != d.row_hashes[at++]) ids.push_back(r);
       }
     }
@@ -184,9 +184,9 @@ class Patched {
 bool GroupsFit(const RowDigest& d, std::uint64_t rows) {
   std::uint64_t total = 0;
   for (std::size_t k = 0; k < d.groups.size(); ++k) {
-    const std::uint64_t first = d.groups[k] * d.group_rows;
-    if (first >= rows || (k > 0 && d.groups[k] <= d.groups[k - 1])) return false;
-    total += std::min(rows, first + d.group_rows) - first;
+    const store::RowGroup group = store::RowGroupOf(d.groups[k], d.group_rows, rows);
+    if (group.first >= rows || (k > 0 && d.groups[k] <= d.groups[k - 1])) return false;
+    total += group.size();
   }
   return total == d.row_hashes.size();
 }
@@ -215,7 +215,6 @@ Result<std::optional<RowDigest>> DigestOf(
   return std::optional<RowDigest>(std::move(d).value());
 }
 
-// Fetches the rows `ids` (ascending) of the source, checked.
 // Bytes left uninitialized until written (a vector would zero them first: 4.8 MB of new memory,
 // 3 ms here, for the seed table's changed rows).
 struct Bytes {
@@ -224,6 +223,7 @@ struct Bytes {
   std::span<std::byte> span() const { return {data.get(), size}; }
 };
 
+// Fetches the rows `ids` (ascending) of the source, checked.
 Result<Bytes> Fetch(RowSource& src, std::span<const std::uint64_t> ids,
                     const ReadOptions& options, UpdateStats* stats) {
   Bytes fetched{std::unique_ptr<std::byte[]>(new std::byte[ids.size() * src.desc().row_bytes]),

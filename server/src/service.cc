@@ -284,7 +284,7 @@ Status GroupsRowHashes(const store::Table& t, const v1::RowHashesRequest& r,
                              std::to_string(group_rows) + " rows"
                        : std::string("not above the group before it (groups must ascend)")));
     }
-    total += std::min(t.rows(), (g + 1) * group_rows) - g * group_rows;
+    total += store::RowGroupOf(g, group_rows, t.rows()).size();
   }
   if (total > kMaxHashesPerReply) {
     return Status::InvalidArgument("row hashes of " + std::to_string(r.groups_size()) +
@@ -296,13 +296,13 @@ Status GroupsRowHashes(const store::Table& t, const v1::RowHashesRequest& r,
   bytes->resize(total * 8);
   std::uint64_t at = 0;
   for (const std::uint64_t g : r.groups()) {
-    const std::uint64_t first = g * group_rows, last = std::min(t.rows(), first + group_rows);
+    const store::RowGroup rows = store::RowGroupOf(g, group_rows, t.rows());
     EMBSTORE_RETURN_NOT_OK(
-        t.RowHashes(first, last,
+        t.RowHashes(rows.first, rows.last,
                     std::span<std::uint64_t>(reinterpret_cast<std::uint64_t*>(bytes->data()) + at,
-                                             last - first))
+                                             rows.size()))
             .WithContext(Quote(r.table())));
-    at += last - first;
+    at += rows.size();
   }
   return Status::OK();
 }
@@ -376,7 +376,7 @@ Result<v1::RowHashesResponse> Service::RowHashes(const v1::RowHashesRequest& r) 
                                  .WithContext(Quote(r.table())));
       for (std::uint64_t first = 0; first < count; first += group_rows) {
         const std::uint64_t len = std::min(count - first, group_rows);
-        g[(at + first) / group_rows] = store::Checksum64(std::as_bytes(part.subspan(first, len)));
+        g[(at + first) / group_rows] = store::RowGroupHash(part.subspan(first, len));
       }
     }
   }

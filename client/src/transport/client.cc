@@ -377,17 +377,16 @@ Status Client::RowHashesAgainst(const std::string& table, std::uint64_t expected
                                    " rows of table '" + table + "'");
   }
   std::vector<std::uint64_t>& differ = *groups;
-  std::vector<std::uint64_t> offset;  // of each differing group's first row in *row_hashes
-  std::uint64_t total = 0;
+  // Where each differing group's row hashes go in *row_hashes, and their end.
+  std::vector<std::uint64_t> offset{0};
   for (std::uint64_t g = 0; g < group_hashes.size(); ++g) {
-    const std::uint64_t first = g * g_rows, n = std::min(rows, first + g_rows) - first;
-    if (store::Checksum64(std::as_bytes(mine.subspan(first, n))) != group_hashes[g]) {
+    const store::RowGroup group = store::RowGroupOf(g, g_rows, rows);
+    if (store::RowGroupHash(mine.subspan(group.first, group.size())) != group_hashes[g]) {
       differ.push_back(g);
-      offset.push_back(total);
-      total += n;
+      offset.push_back(offset.back() + group.size());
     }
   }
-  row_hashes->resize(total);
+  row_hashes->resize(offset.back());
   // The row hashes of the groups that differ, in requests of at most one reply's rows.
   const std::size_t per_request = std::max<std::uint64_t>(1, 262144 / g_rows);
   const std::size_t requests = (differ.size() + per_request - 1) / per_request;
@@ -401,11 +400,8 @@ Status Client::RowHashesAgainst(const std::string& table, std::uint64_t expected
     req.set_table(table);
     req.set_expected_content_id(expected_content_id);
     req.set_group_rows(group_rows);
-    std::uint64_t want = 0;
-    for (std::size_t k = from; k < to; ++k) {
-      req.add_groups(differ[k]);
-      want += std::min(rows, (differ[k] + 1) * g_rows) - differ[k] * g_rows;
-    }
+    for (std::size_t k = from; k < to; ++k) req.add_groups(differ[k]);
+    const std::uint64_t want = offset[to] - offset[from];
     v1::RowHashesResponse resp;
     grpc::Status s = impl_->stub->RowHashes(&ctx, req, &resp);
     if (!s.ok()) return internal::FromGrpc(s, options_.target);

@@ -30,6 +30,24 @@ inline constexpr std::uint64_t kTargetBlockBytes = 1u << 20;
 // least one.
 std::uint64_t DefaultBlockRows(std::uint64_t row_bytes);
 
+// Groups of rows, as a delta sync compares them (docs/PROTOCOL.md, "Row hashes"): group g of
+// `group_rows` rows is rows [g * group_rows, (g + 1) * group_rows) of a table of `rows` rows, the
+// last group shorter when group_rows does not divide rows.
+struct RowGroup {
+  std::uint64_t first;
+  std::uint64_t last;
+  std::uint64_t size() const { return last - first; }
+};
+inline RowGroup RowGroupOf(std::uint64_t g, std::uint64_t group_rows, std::uint64_t rows) {
+  const std::uint64_t first = g * group_rows;
+  return {first, first + group_rows < rows ? first + group_rows : rows};
+}
+
+// A group's hash: Checksum64 of its rows' hashes laid end to end as little-endian u64s.
+inline std::uint64_t RowGroupHash(std::span<const std::uint64_t> row_hashes) {
+  return Checksum64(std::as_bytes(row_hashes));
+}
+
 }  // namespace embstore::store
 
 #endif  // EMBSTORE_STORE_CHECKSUM_H_
