@@ -8,6 +8,7 @@
 #include <boost/interprocess/mapped_region.hpp>
 #include <cerrno>
 #include <charconv>
+#include <cstdio>
 #include <cstring>
 #include <limits>
 #include <utility>
@@ -607,6 +608,12 @@ std::uint64_t ContentId(const Table& t) {
   words.push_back(t.block_rows());
   for (std::uint64_t b = 0; b < t.num_blocks(); ++b) words.push_back(t.BlockChecksum(b));
   return Checksum64(std::as_bytes(std::span<const std::uint64_t>(words)));  // little-endian host
+}
+
+std::string ContentIdHex(std::uint64_t content_id) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(content_id));
+  return buf;
 }
 
 TableDesc DescribeTable(const Table& t, std::string name) {

@@ -23,6 +23,7 @@
 #include "embstore/common/timestamp.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
+#include "embstore/store/table.h"
 #include "header.h"
 
 namespace embstore::store {
@@ -267,6 +268,10 @@ Status TableWriter::Init() {
     metadata_.emplace_back(kMetaSourceName, options_.source->name);
     metadata_.emplace_back(kMetaSourceSize, std::to_string(options_.source->size));
     metadata_.emplace_back(kMetaSourceMtime, Rfc3339Utc(options_.source->mtime_unix));
+  }
+  if (options_.delta_of) {
+    metadata_.emplace_back(kMetaDeltaOf, ContentIdHex(options_.delta_of->of));
+    metadata_.emplace_back(kMetaDeltaBase, ContentIdHex(options_.delta_of->base));
   }
   for (const auto& kv : options_.metadata) metadata_.push_back(kv);
 

@@ -47,6 +47,10 @@ inline constexpr std::string_view kMetaCreator = "embstore.creator";  // e.g. "e
 inline constexpr std::string_view kMetaSourceName = "embstore.source.name";
 inline constexpr std::string_view kMetaSourceSize = "embstore.source.size";
 inline constexpr std::string_view kMetaSourceMtime = "embstore.source.mtime";  // RFC 3339 UTC
+// "Deltas": in a delta table, the content ids (16 lowercase hex digits, ContentIdHex) of the table
+// version whose changed rows it holds and of the version those rows replaced.
+inline constexpr std::string_view kMetaDeltaOf = "embstore.delta.of";
+inline constexpr std::string_view kMetaDeltaBase = "embstore.delta.base";
 // Every metadata key outside the "embstore." prefix belongs to the user.
 inline constexpr std::string_view kReservedMetaPrefix = "embstore.";
 

@@ -205,6 +205,8 @@ class Table {
 // hold the same matrix; servers and clients use it to pin a table version (docs/PROTOCOL.md,
 // "Versions"). Reads only the checksum tensor.
 std::uint64_t ContentId(const Table& table);
+// A content id as metadata holds it: 16 lowercase hex digits, no prefix.
+std::string ContentIdHex(std::uint64_t content_id);
 
 }  // namespace embstore::store
 

@@ -72,6 +72,13 @@ struct WriterOptions {
   // fail before any data is written; appending more or fewer rows is still correct.
   std::uint64_t expected_rows = 0;
   std::optional<SourceInfo> source;
+  // A delta table (docs/FORMAT.md, "Deltas"): the rows of version `of` that differ from version
+  // `base`, recorded as embstore.delta.of and embstore.delta.base.
+  struct DeltaOf {
+    std::uint64_t of = 0;    // content id of the version the rows belong to
+    std::uint64_t base = 0;  // content id of the version they replaced
+  };
+  std::optional<DeltaOf> delta_of;
   std::string creator;  // default: "embstore <version>"
   // User metadata, stored verbatim. Keys must be non-empty and must not start with "embstore.".
   std::map<std::string, std::string> metadata;
