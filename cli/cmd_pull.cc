@@ -89,13 +89,16 @@ std::optional<int> PullUpdate(const PullArgs& a, const std::string& location) {
     std::printf("%s is up to date (version %s)\n", a.out.c_str(), version.c_str());
     return kExitOk;
   }
+  const std::string from_delta =
+      s.delta_rows > 0 ? "; " + std::to_string(s.delta_rows) + " of them from its delta object"
+                       : "";
   std::printf(
-      "updated %s to version %s: %llu of %llu rows changed (compared by %s), %llu blocks "
+      "updated %s to version %s: %llu of %llu rows changed (compared by %s%s), %llu blocks "
       "refetched, %.2f MB moved (%.2f%% of the table: %.2f MB of hashes, %.2f MB of rows) in "
       "%.2f s%s\n",
       a.out.c_str(), version.c_str(), static_cast<unsigned long long>(s.changed_rows),
       static_cast<unsigned long long>(s.rows), s.by_rows ? "row hashes" : "blocks",
-      static_cast<unsigned long long>(s.refetched_blocks), s.moved() / 1e6,
+      from_delta.c_str(), static_cast<unsigned long long>(s.refetched_blocks), s.moved() / 1e6,
       s.table_bytes ? 100.0 * s.moved() / s.table_bytes : 0.0, s.digest_bytes / 1e6,
       s.row_bytes_moved / 1e6, s.seconds,
       s.shared_extents ? "; unchanged rows shared with the old file (reflink)" : "");

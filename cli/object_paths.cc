@@ -1,5 +1,7 @@
 #include "object_paths.h"
 
+#include <cstdio>
+
 #include "progress.h"
 
 namespace embstore::cli {
@@ -30,6 +32,13 @@ Result<objstore::TransferStats> PublishWithProgress(objstore::TableDestination& 
   };
   auto stats = dest.Publish(o);
   progress.Finish();
+  if (stats.ok() && dest.delta().rows > 0) {
+    std::fprintf(stderr,
+                 "embstore %s: uploaded the %llu rows that changed since the version it replaced "
+                 "as %s.delta (%llu bytes)\n",
+                 command.c_str(), static_cast<unsigned long long>(dest.delta().rows),
+                 dest.dest().c_str(), static_cast<unsigned long long>(dest.delta().bytes));
+  }
   return stats;
 }
 

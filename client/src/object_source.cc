@@ -12,7 +12,8 @@
 //   the blocks it touches into the copy, where they stay, then reads them as a file source
 //   does: every block verified against its checksum before its rows are copied.
 // So a load of some rows or keys transfers their blocks and the table's metadata, never the
-// whole object.
+// whole object. Rows asked for by id (a delta sync) are taken from the table's delta object when
+// it has them (objstore/delta.h): one GET for the rows that changed since the version before.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -26,15 +27,19 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <thread>
+#include <unordered_map>
 #include <vector>
 
 #include "embstore/client/row_source.h"
+#include "embstore/common/scratch_dir.h"
 #include "embstore/common/write_file.h"
+#include "embstore/objstore/delta.h"
 #include "embstore/objstore/object_store.h"
 #include "embstore/objstore/transfer.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
 #include "embstore/store/names.h"
+#include "embstore/store/table.h"
 #include "file_reader.h"
 #include "sources.h"
 
@@ -43,6 +48,11 @@ namespace {
 
 constexpr std::uint64_t kFetchPart = 8ull << 20;  // bytes per ranged GET
 constexpr int kFetchParallel = 8;
+// Rows by id: the delta object is looked for from this many ids on, and fetched when it is at
+// most kDeltaSpare times the bytes of the rows asked for (plus 1 MiB): beyond that, ranged reads
+// of just those rows move fewer bytes.
+constexpr std::size_t kDeltaMinIds = 16;
+constexpr std::uint64_t kDeltaSpare = 4;
 
 class ObjectSource final : public RowSource {
  public:
@@ -113,7 +123,10 @@ class ObjectSource final : public RowSource {
   }
 
   // The table's frame holds its block checksums, and its row hashes when it stores them (fetched
-  // when the source was opened): nothing more to fetch.
+  // when the source was opened). With row hashes, the delta object of this version (when there
+  // is one, at most kMaxDeltaFraction of the table) is fetched now, while the caller hashes its
+  // copy: the rows that changed most likely come from it (CopyRowIds). A copy that turns out to
+  // be up to date has paid for that GET.
   Result<RowDigest> Digest() override {
     const store::Table& t = reader_->table();
     RowDigest d;
@@ -124,6 +137,9 @@ class ObjectSource final : public RowSource {
       d.stored = true;
       d.row_hashes.resize(t.rows());
       for (std::uint64_t r = 0; r < t.rows(); ++r) d.row_hashes[r] = t.StoredRowHash(r);
+      Delta(static_cast<std::uint64_t>(objstore::kMaxDeltaFraction *
+                                       static_cast<double>(t.rows() * t.row_bytes())));
+      d.row_bytes = UncountedDeltaBytes();
     }
     return d;
   }
@@ -141,24 +157,33 @@ class ObjectSource final : public RowSource {
                                      " rows of table '" + desc_.name + "' holds " +
                                      std::to_string(out.size()) + " bytes");
     }
-    // Runs: ids [i, j) read as rows [ids[i], ids[j-1] + 1), joining ids whose gap costs fewer
-    // bytes than a request's overhead (about 4 KiB).
+    std::atomic<std::uint64_t> wire{0};
+    // First the rows the delta object holds, then the rest (`todo`, indices into ids) by range.
+    std::vector<std::size_t> todo;
+    std::uint64_t from_delta = 0, delta_wire = 0;
+    if (ids.size() >= kDeltaMinIds) {
+      EMBSTORE_ASSIGN_OR_RETURN(from_delta, TakeFromDelta(ids, out, &todo, &delta_wire));
+    } else {
+      todo.resize(ids.size());
+      for (std::size_t x = 0; x < ids.size(); ++x) todo[x] = x;
+    }
+    // Runs: todo [i, j) read as rows [ids[todo[i]], ids[todo[j-1]] + 1), joining ids whose gap
+    // costs fewer bytes than a request's overhead (about 4 KiB).
     const std::uint64_t join_gap = std::max<std::uint64_t>(1, 4096 / rb);
     struct Run {
       std::size_t i, j;
     };
     std::vector<Run> runs;
-    for (std::size_t i = 0; i < ids.size();) {
+    for (std::size_t i = 0; i < todo.size();) {
       std::size_t j = i + 1;
-      while (j < ids.size() && ids[j] - ids[j - 1] <= join_gap &&
-             (ids[j] - ids[i] + 1) * rb <= kFetchPart) {
+      while (j < todo.size() && ids[todo[j]] - ids[todo[j - 1]] <= join_gap &&
+             (ids[todo[j]] - ids[todo[i]] + 1) * rb <= kFetchPart) {
         ++j;
       }
       runs.push_back({i, j});
       i = j;
     }
     std::atomic<std::size_t> next{0};
-    std::atomic<std::uint64_t> wire{0};
     std::mutex err_mu;
     Status first_error;
     auto work = [&] {
@@ -169,7 +194,7 @@ class ObjectSource final : public RowSource {
           if (!first_error.ok()) return;
         }
         const Run r = runs[k];
-        const std::uint64_t r0 = ids[r.i], r1 = ids[r.j - 1] + 1;
+        const std::uint64_t r0 = ids[todo[r.i]], r1 = ids[todo[r.j - 1]] + 1;
         buf.resize((r1 - r0) * rb);
         Status st;
         if (options.cancel != nullptr && options.cancel->cancelled()) {
@@ -178,7 +203,8 @@ class ObjectSource final : public RowSource {
           st = store_->ReadRange(url_, version_, data_offset_ + r0 * rb, buf);
         }
         if (st.ok()) wire += buf.size();
-        for (std::size_t x = r.i; st.ok() && x < r.j; ++x) {
+        for (std::size_t y = r.i; st.ok() && y < r.j; ++y) {
+          const std::size_t x = todo[y];
           const std::span<const std::byte> row(buf.data() + (ids[x] - r0) * rb, rb);
           if (store::Checksum64(row) != t.StoredRowHash(ids[x])) {
             st = Status::Corruption(location_ + ": row " + std::to_string(ids[x]) +
@@ -204,12 +230,83 @@ class ObjectSource final : public RowSource {
     LoadStats s;
     s.rows = ids.size();
     s.bytes = out.size();
-    s.wire_bytes = wire.load();
+    s.wire_bytes = wire.load() + delta_wire;
+    s.delta_rows = from_delta;
     s.content_id = desc_.content_id;
     return s;
   }
 
  private:
+  // Copies into `out` the rows of `ids` that the table's delta object holds, each checked against
+  // this version's stored hash of the row it is taken for; the indices of the others go into
+  // `todo`. The delta is looked for once per source (Digest may have fetched it already), and
+  // fetched (whole, every block checked) only when it belongs to this version and is not much
+  // larger than the rows asked for. Any trouble with it (none there, another version's,
+  // unreadable) leaves every row to `todo`. Returns the rows taken; `wire` gets the delta's bytes
+  // when this call is the first to report them.
+  Result<std::uint64_t> TakeFromDelta(std::span<const std::uint64_t> ids, std::span<std::byte> out,
+                                      std::vector<std::size_t>* todo, std::uint64_t* wire) {
+    const store::Table& t = reader_->table();
+    const std::uint64_t rb = t.row_bytes();
+    const store::Table* delta = Delta(kDeltaSpare * ids.size() * rb);
+    *wire = UncountedDeltaBytes();
+    std::unordered_map<std::uint64_t, std::uint64_t> by_hash;  // stored hash -> delta row
+    if (delta != nullptr) {
+      by_hash.reserve(delta->rows());
+      for (std::uint64_t r = 0; r < delta->rows(); ++r) by_hash.emplace(delta->StoredRowHash(r), r);
+    }
+    std::uint64_t taken = 0;
+    for (std::size_t x = 0; x < ids.size(); ++x) {
+      const std::uint64_t want = t.StoredRowHash(ids[x]);
+      const auto hit = by_hash.find(want);
+      if (hit != by_hash.end()) {
+        EMBSTORE_ASSIGN_OR_RETURN(auto row, delta->RowBytes(hit->second, hit->second + 1));
+        if (store::Checksum64(row) == want) {
+          std::copy(row.begin(), row.end(), out.begin() + x * rb);
+          ++taken;
+          continue;
+        }
+      }
+      todo->push_back(x);
+    }
+    if (delta != nullptr) EMBSTORE_RETURN_NOT_OK(delta->CheckIntact());
+    return taken;
+  }
+
+  // The delta object of this version (objstore/delta.h), or null: looked for once, fetched when
+  // it is at most `most` bytes (plus 1 MiB for its frame).
+  const store::Table* Delta(std::uint64_t most) {
+    std::lock_guard<std::mutex> l(delta_mu_);
+    if (delta_tried_) return delta_.get();
+    delta_tried_ = true;
+    const objstore::ObjectUrl at = objstore::DeltaUrl(url_);
+    auto info = store_->Stat(at);
+    if (!info.ok() || info->size > most + (1u << 20)) return nullptr;
+    auto scratch = ScratchDir::Make("delta");
+    if (!scratch.ok()) return nullptr;
+    const std::string path = (*scratch)->File("delta.emb");
+    objstore::TransferOptions o;
+    o.verify = true;
+    auto got = objstore::DownloadTable(*store_, at, path, o);
+    if (!got.ok()) return nullptr;
+    transferred_ += got->bytes;
+    delta_bytes_ += got->bytes;
+    auto table = store::Table::Open(path);  // the mapping outlives the scratch directory
+    if (!table.ok()) return nullptr;
+    const auto& meta = (*table)->metadata();
+    const auto of = meta.find(std::string(store::kMetaDeltaOf));
+    if (of == meta.end() || of->second != store::ContentIdHex(desc_.content_id) ||
+        (*table)->dim() != desc_.dim || (*table)->dtype() != desc_.dtype ||
+        !(*table)->has_row_hashes()) {
+      return nullptr;
+    }
+    delta_ = std::move(table).value();
+    return delta_.get();
+  }
+
+  // The delta's bytes not yet reported in a digest or a read (each fetch is reported once).
+  std::uint64_t UncountedDeltaBytes() { return delta_bytes_.exchange(0); }
+
   // `st`, or for a FailedPrecondition from the store (the object was replaced since it was
   // opened) the message that says what to do.
   Status Replaced(const Status& st) const {
@@ -427,6 +524,10 @@ class ObjectSource final : public RowSource {
   std::string copy_path_;  // the unlinked local copy's name, as the reader's messages give it
   std::mutex mu_;
   std::vector<bool> present_;  // per checksum block, guarded by mu_
+  std::mutex delta_mu_;
+  bool delta_tried_ = false;                    // guarded by delta_mu_
+  std::shared_ptr<const store::Table> delta_;  // guarded by delta_mu_
+  std::atomic<std::uint64_t> delta_bytes_{0};
 };
 
 }  // namespace

@@ -1,13 +1,22 @@
 // s3:// locations through the resolver (OpenSource) against a real S3 server (testkit::S3Server,
 // configured through the AWS_* variables as users configure it): a row range fetches only its
-// blocks, keys and a prefix's table names, a replaced object, a corrupt block named by address.
+// blocks, keys and a prefix's table names, a replaced object, a corrupt block named by address;
+// publishing a new version over an old one uploads its changed rows (objstore/delta.h), which a
+// sync of a copy of the old version takes in one GET.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <fstream>
+#include <random>
 
 #include "embstore/client/open_source.h"
+#include "embstore/client/update.h"
+#include "embstore/objstore/delta.h"
+#include "embstore/objstore/destination.h"
 #include "embstore/objstore/s3.h"
 #include "embstore/objstore/transfer.h"
+#include "embstore/store/format.h"
+#include "embstore/store/writer.h"
 #include "embstore/testkit/s3_test_fixture.h"
 #include "embstore/testkit/temp_dir.h"
 #include "test_tables.h"
@@ -163,6 +172,96 @@ TEST_F(ObjectSourceTest, ACorruptBlockIsNamedByItsAddress) {
   EXPECT_NE(st.status().message().find("s3://tables/bad/t.emb"), std::string::npos)
       << st.status().ToString();
   EXPECT_NE(st.status().message().find("block 2"), std::string::npos) << st.status().ToString();
+}
+
+// Publishes `m` (rows x dim F32, row hashes unless told) as s3://tables/KEY through
+// TableDestination, as the writers do; returns what it said of the delta.
+objstore::TableDestination::Delta Publish(const std::string& key, const std::vector<float>& m,
+                                          std::uint64_t dim, bool row_hashes = true) {
+  auto dest = objstore::TableDestination::Open("s3://tables/" + key, true, "test");
+  EXPECT_TRUE(dest.ok()) << dest.status().ToString();
+  if (!dest.ok()) return {};
+  store::WriterOptions w;
+  w.dim = dim;
+  w.row_hashes = row_hashes;
+  w.block_rows = 1000;
+  auto writer = store::TableWriter::Create((*dest)->local_path(), w);
+  EXPECT_TRUE(writer.ok()) << writer.status().ToString();
+  EXPECT_TRUE((*writer)->AppendRowsF32(m).ok());
+  EXPECT_TRUE((*writer)->Finish().ok());
+  auto up = (*dest)->Publish();
+  EXPECT_TRUE(up.ok()) << up.status().ToString();
+  return (*dest)->delta();
+}
+
+TEST_F(ObjectSourceTest, AVersionPublishedOverAnotherCarriesItsChangedRows) {
+  constexpr std::uint64_t kRows = 20000, kDim = 32;
+  std::mt19937 rng(3);
+  std::normal_distribution<float> normal;
+  std::vector<float> v1(kRows * kDim);
+  for (float& x : v1) x = normal(rng);
+  auto d = Publish("delta/t.emb", v1, kDim);
+  EXPECT_EQ(d.rows, 0u);
+  EXPECT_EQ(d.skipped, "no earlier version");
+
+  // 1% of the rows changed, at random ids.
+  std::vector<float> v2 = v1;
+  std::vector<std::uint64_t> changed;
+  for (std::uint64_t r = 0; r < kRows; ++r) {
+    if (rng() % 100 == 0) {
+      changed.push_back(r);
+      v2[r * kDim] += 1;
+    }
+  }
+  d = Publish("delta/t.emb", v2, kDim);
+  EXPECT_EQ(d.rows, changed.size()) << d.skipped;
+  EXPECT_GT(d.bytes, changed.size() * kDim * 4);
+  // The delta is a table of those rows, in order, naming both versions.
+  ASSERT_TRUE(objstore::DownloadTable(*s3_, {"s3", "tables", "delta/t.emb.delta"},
+                                      dir_.File("delta.emb"))
+                  .ok());
+  auto delta = store::Table::Open(dir_.File("delta.emb"));
+  ASSERT_TRUE(delta.ok()) << delta.status().ToString();
+  ASSERT_EQ((*delta)->rows(), changed.size());
+  for (std::size_t k = 0; k < changed.size(); ++k) {
+    auto row = (*delta)->RowBytes(k, k + 1);
+    ASSERT_TRUE(row.ok());
+    ASSERT_EQ(std::memcmp(row->data(), v2.data() + changed[k] * kDim, kDim * 4), 0) << k;
+  }
+  auto src = OpenSource("s3://tables/delta/t.emb");
+  ASSERT_TRUE(src.ok()) << src.status().ToString();
+  EXPECT_EQ((*delta)->metadata().at(std::string(store::kMetaDeltaOf)),
+            store::ContentIdHex((*src)->desc().content_id));
+
+  // A copy of version 1 takes every changed row from it; one the trainer changed too gets that
+  // row back by a ranged read.
+  std::vector<float> copy = v1;
+  copy[7 * kDim + 1] = 42;
+  auto s = UpdateInPlace(**src, std::as_writable_bytes(std::span(copy)));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(copy, v2);
+  EXPECT_EQ(s->changed_rows, changed.size() + (changed.front() == 7 ? 0 : 1));
+  EXPECT_EQ(s->delta_rows, changed.size());
+
+  // No delta where it cannot help, and none left of an earlier version: a version without row
+  // hashes, one replacing such a version, a different shape, too many rows changed.
+  d = Publish("delta/t.emb", v1, kDim, /*row_hashes=*/false);
+  EXPECT_EQ(d.rows, 0u);
+  EXPECT_EQ(d.skipped, "the new version stores no row hashes");
+  EXPECT_EQ(s3_->Stat({"s3", "tables", "delta/t.emb.delta"}).status().code(),
+            StatusCode::kNotFound);
+  d = Publish("delta/t.emb", v2, kDim);
+  EXPECT_EQ(d.skipped, "the version it replaces stores no row hashes");
+  d = Publish("delta/t.emb", std::vector<float>(v2.begin(), v2.end() - kDim), kDim);
+  EXPECT_EQ(d.skipped, "the version it replaces is 20000 x 32 F32");
+  std::vector<float> most = v2;
+  most.resize((kRows - 1) * kDim);
+  for (std::uint64_t r = 0; r < kRows / 2; ++r) most[r * kDim] -= 1;
+  d = Publish("delta/t.emb", most, kDim);
+  EXPECT_EQ(d.rows, 0u);
+  EXPECT_NE(d.skipped.find("rows changed"), std::string::npos) << d.skipped;
+  EXPECT_EQ(s3_->Stat({"s3", "tables", "delta/t.emb.delta"}).status().code(),
+            StatusCode::kNotFound);
 }
 
 }  // namespace

@@ -211,6 +211,7 @@ Result<std::optional<RowDigest>> DigestOf(
                             src.location() + " does not match its description");
   }
   stats->digest_bytes = d->bytes;
+  stats->row_bytes_moved += d->row_bytes;
   stats->by_rows = d->group_rows > 0 || !d->row_hashes.empty();
   return std::optional<RowDigest>(std::move(d).value());
 }
@@ -233,6 +234,7 @@ Result<Bytes> Fetch(RowSource& src, std::span<const std::uint64_t> ids,
     o.to_f32 = false;
     EMBSTORE_ASSIGN_OR_RETURN(LoadStats s, src.CopyRowIds(ids, fetched.span(), o));
     stats->row_bytes_moved += s.wire_bytes;
+    stats->delta_rows += s.delta_rows;
   }
   stats->changed_rows = ids.size();
   return fetched;

@@ -255,7 +255,11 @@ def save(data, dest, *, keys=None, dtype=None, metadata=None, force=False, on_ov
     row_hashes: store each row's hash (docs/FORMAT.md, version 3: 8 bytes a row), so a copy of
     this table can later be brought up to date by the rows that changed (embstore.update,
     `embstore pull --update`), from an object store too.
-    Returns {'path', 'rows', 'dim', 'dtype', 'uploaded_bytes'}.
+    Returns {'path', 'rows', 'dim', 'dtype', 'uploaded_bytes'}; for an s3:// or hdfs:// dest
+    also 'delta_rows', 'delta_bytes' and 'delta_skipped': replacing an earlier version (with
+    force=True) uploads the rows that changed beside the table, as DEST.delta, so copies of that
+    version update with one GET (docs/FORMAT.md, "Deltas"); 'delta_skipped' says why there is
+    none when delta_rows is 0.
     """
     return write_rows(rows_of(data), dest, keys=keys, dtype=dtype, metadata=metadata,
                       force=force, on_overflow=on_overflow, chunk_rows=chunk_rows,

@@ -308,6 +308,7 @@ class PySource {
     d["rows"] = s.rows;
     d["changed_rows"] = s.changed_rows;
     d["refetched_blocks"] = s.refetched_blocks;
+    d["delta_rows"] = s.delta_rows;
     d["digest_bytes"] = s.digest_bytes;
     d["row_bytes_moved"] = s.row_bytes_moved;
     d["moved_bytes"] = s.moved();
@@ -486,6 +487,12 @@ class PyWriter {
     d["dim"] = dim;
     d["dtype"] = dtype;
     d["uploaded_bytes"] = (*up)->bytes;
+    if (dest_->is_object()) {
+      // The rows that changed since the version this one replaced, uploaded beside it.
+      d["delta_rows"] = dest_->delta().rows;
+      d["delta_bytes"] = dest_->delta().bytes;
+      d["delta_skipped"] = dest_->delta().skipped;
+    }
     return d;
   }
 

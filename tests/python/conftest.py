@@ -238,8 +238,9 @@ def check_python_writers_to(url_of, tmp_path, monkeypatch):
 
 def check_sync_from(url_of, embstore_bin, tmp_path, env=None):
     """Delta syncs from an object store (s3:// or hdfs://; `url_of(name)` gives a new object's
-    URL): in memory and with `pull --update`, by stored row hashes (only the changed rows' bytes
-    fetched) and, for a table saved without them, by checksum blocks."""
+    URL): in memory and with `pull --update`, by stored row hashes (the changed rows taken from
+    the delta object that saving the new version over the old one uploaded beside it) and, for a
+    table saved without them, by checksum blocks."""
     import embstore
     rng = np.random.default_rng(11)
     rows, dim = 40_000, 128
@@ -253,13 +254,16 @@ def check_sync_from(url_of, embstore_bin, tmp_path, env=None):
     r = run([embstore_bin, "pull", "--from", url, "--out", local], env=env)
     assert r.returncode == 0, r.stderr
     copy = embstore.load(url)
-    embstore.save(new, url, force=True)
+    saved = embstore.save(new, url, force=True)
+    assert saved["delta_rows"] == len(ids), saved["delta_skipped"]
     s = embstore.update(copy, url)
     assert np.array_equal(copy, new)
     assert s["by_rows"] and s["changed_rows"] == len(ids) and s["refetched_blocks"] == 0
+    assert s["delta_rows"] == len(ids)
     assert s["row_bytes_moved"] < 2 * len(ids) * dim * 4  # the rows, not their blocks
     r = run([embstore_bin, "pull", "--from", url, "--out", local, "--update"], env=env)
     assert r.returncode == 0 and f"{len(ids)} of {rows} rows changed" in r.stdout, r.stderr
+    assert f"{len(ids)} of them from its delta object" in r.stdout
     assert np.array_equal(embstore.load(local), new)
     # Without stored row hashes, an object is compared by blocks: right, but more moves.
     plain = url_of("plain.emb")

@@ -201,6 +201,67 @@ def test_delta_sync_from_a_bucket(s3, embstore_bin, tmp_path, monkeypatch):
     check_sync_from(lambda name: f"s3://tables/sync/{name}", embstore_bin, tmp_path, s3.env())
 
 
+def _row_hashes_at(path):
+    """(offset, count) of the row_hashes tensor of the table file `path` (safetensors header)."""
+    data = path.read_bytes()
+    n = int.from_bytes(data[:8], "little")
+    begin, end = json.loads(data[8:8 + n])["row_hashes"]["data_offsets"]
+    return 8 + n + begin, (end - begin) // 8
+
+
+def test_a_wrong_stale_or_damaged_delta_never_gives_a_wrong_row(s3, embstore_bin, tmp_path,
+                                                                 monkeypatch):
+    """The delta object is only a shortcut: rows are taken from it only when they hash to the
+    new version's stored hash of the row needed, so a delta that lies, belongs to another
+    version or is damaged costs ranged reads, never a wrong result."""
+    import embstore
+    _use_s3_in_this_process(s3, monkeypatch)
+    rng = np.random.default_rng(5)
+    rows, dim = 30_000, 64
+    v1 = rng.standard_normal((rows, dim)).astype(np.float32)
+    v2, v3 = v1.copy(), v1.copy()
+    ids = np.sort(rng.choice(rows, 300, replace=False))
+    v2[ids] += 1
+    v3[ids] -= 1
+    url = "s3://tables/hostile/t.emb"
+    embstore.save(v1, url, force=True)
+    assert embstore.save(v2, url, force=True)["delta_rows"] == len(ids)
+    good = tmp_path / "good.delta"
+    subprocess.run(["curl", "-sf", "--aws-sigv4", "aws:amz:us-east-1:s3", "--user",
+                    f"{KEY}:{SECRET}", "-o", str(good),
+                    f"{s3.endpoint}/tables/hostile/t.emb.delta"], check=True)
+
+    def update_from_v1():
+        copy = v1.copy()
+        s = embstore.update(copy, url)
+        np.testing.assert_array_equal(copy, embstore.load(url))
+        assert s["changed_rows"] == len(ids) and s["refetched_blocks"] == 0
+        return s
+
+    assert update_from_v1()["delta_rows"] == len(ids)
+    # Its stored row hashes swapped pairwise: every row claims another's hash, and none is used.
+    liar = tmp_path / "liar.delta"
+    data = bytearray(good.read_bytes())
+    at, n = _row_hashes_at(good)
+    hashes = np.frombuffer(bytes(data[at:at + 8 * n]), "<u8").copy()
+    hashes[0::2], hashes[1::2] = hashes[1::2].copy(), hashes[0::2].copy()
+    data[at:at + 8 * n] = hashes.tobytes()
+    liar.write_bytes(bytes(data))
+    _put(s3, liar, url + ".delta")
+    assert update_from_v1()["delta_rows"] == 0
+    # A flipped byte in its rows: it fails its block checksum and is not used at all.
+    damaged = tmp_path / "damaged.delta"
+    data = bytearray(good.read_bytes())
+    data[int.from_bytes(data[:8], "little") + 8 + 100] ^= 0x40
+    damaged.write_bytes(bytes(data))
+    _put(s3, damaged, url + ".delta")
+    assert update_from_v1()["delta_rows"] == 0
+    # Version 3 replaces version 2; version 2's delta put back is another version's: ignored.
+    assert embstore.save(v3, url, force=True)["delta_rows"] == len(ids)
+    _put(s3, good, url + ".delta")
+    assert update_from_v1()["delta_rows"] == 0
+
+
 def test_python_load_fetches_only_the_blocks_it_reads(s3, make_table_bin, tmp_path, monkeypatch):
     import embstore
     _use_s3_in_this_process(s3, monkeypatch)

@@ -69,6 +69,9 @@ struct RowDigest {
   // an object are not: a sync then checks every block of its result.
   bool verified = false;
   std::uint64_t bytes = 0;  // bytes brought here to get them
+  // Bytes of rows brought with the digest, for the sync's CopyRowIds to come (an object's delta,
+  // objstore/delta.h, fetched while the copy is hashed).
+  std::uint64_t row_bytes = 0;
 };
 
 // Where RowSource::WriteRows puts rows: an output that takes writes by offset, such as a file.

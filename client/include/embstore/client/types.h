@@ -109,6 +109,8 @@ struct LoadStats {
   int resumes = 0;     // streams restarted after a failure
   int bad_chunks = 0;  // chunks that failed verification and were fetched again
   bool local = false;  // served by the local fast path
+  // Rows by id from a table object: those taken from its delta object (objstore/delta.h).
+  std::uint64_t delta_rows = 0;
   std::uint64_t content_id = 0;
 };
 

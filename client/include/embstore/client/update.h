@@ -33,6 +33,7 @@ struct UpdateStats {
   std::uint64_t rows = 0;
   std::uint64_t changed_rows = 0;      // rows fetched
   std::uint64_t refetched_blocks = 0;  // blocks fetched whole after the block check
+  std::uint64_t delta_rows = 0;  // of changed_rows, those taken from a delta object (S3, HDFS)
   std::uint64_t digest_bytes = 0;      // bytes of row hashes and checksums brought here
   std::uint64_t row_bytes_moved = 0;   // bytes of rows (and keys) brought here
   std::uint64_t table_bytes = 0;       // the matrix's size, for the ratio
