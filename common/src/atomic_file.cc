@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <stdio.h>
 #include <sys/random.h>
+#include <linux/magic.h>
 #include <sys/stat.h>
+#include <sys/statfs.h>
 #include <unistd.h>
 
 #include <limits.h>
@@ -190,6 +192,16 @@ Status AtomicFile::Append(std::span<const std::byte> bytes) {
 Status AtomicFile::Preallocate(std::uint64_t bytes) {
   if (fd_ < 0) return Status::FailedPrecondition("'" + path_ + "': file is already closed");
   if (bytes <= preallocated_) return Status::OK();
+  struct statfs fs;
+  if (::fstatfs(fd_, &fs) == 0 && fs.f_type == TMPFS_MAGIC) {
+    const std::uint64_t free = static_cast<std::uint64_t>(fs.f_bavail) * fs.f_bsize;
+    if (fs.f_blocks > 0 && free < bytes) {  // f_blocks 0: a tmpfs without a size limit
+      return Status::FromErrno("reserve " + std::to_string(bytes) + " bytes for '" + temp_path_ +
+                                   "' (" + std::to_string(free) + " bytes free)",
+                               ENOSPC);
+    }
+    return Status::OK();
+  }
   if (::fallocate(fd_, FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(bytes)) != 0) {
     const int err = errno;
     if (err == EOPNOTSUPP || err == ENOSYS || err == EINVAL) return Status::OK();  // cannot: fine
