@@ -56,6 +56,21 @@ def measured_cpu(cmd, env=None):
     return wall, rss, text, cpu
 
 
+@contextlib.contextmanager
+def environment(env):
+    """Sets the variables of `env` in this process for the block, then restores them."""
+    saved = {k: os.environ.get(k) for k in env}
+    os.environ.update(env)
+    try:
+        yield
+    finally:
+        for k, v in saved.items():
+            if v is None:
+                os.environ.pop(k, None)
+            else:
+                os.environ[k] = v
+
+
 def child_env(**extra):
     """This process's environment with `extra` set and bench/ first on PYTHONPATH, where
     `python -m harness.child` finds the harness."""

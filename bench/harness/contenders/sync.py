@@ -47,6 +47,8 @@ def run_case(case, embstore_bin, location, table, old_copy, out):
             if not m:
                 raise RuntimeError(f"pull --update did not report a delta: {text[-2000:]}")
             res.update(changed_rows=int(m.group(1)), moved_bytes=float(m.group(3)) * 1e6)
+            d = re.search(r"([0-9]+) of them from its delta object", text)
+            res["delta_rows"] = int(d.group(1)) if d else 0
         return res
     import numpy as np
     import embstore
@@ -62,4 +64,4 @@ def run_case(case, embstore_bin, location, table, old_copy, out):
         raise RuntimeError(f"embstore.update fell back to a full fetch: {s['full_reason']}")
     return {"case": case, "seconds": seconds, "changed_rows": s["changed_rows"],
             "moved_bytes": s["moved_bytes"], "table_bytes": s["table_bytes"],
-            "refetched_blocks": s["refetched_blocks"]}
+            "refetched_blocks": s["refetched_blocks"], "delta_rows": s["delta_rows"]}

@@ -9,7 +9,7 @@ import re
 import subprocess
 
 from harness.contenders.object_store import CASES
-from harness.processes import run_json_child
+from harness.processes import environment, run_json_child
 from harness.s3_server import SCRIPT, s3_server
 from harness.timing import log
 
@@ -30,9 +30,7 @@ def _measure(ctx, endpoint):
            "AWS_ENDPOINT_URL": endpoint, "AWS_EC2_METADATA_DISABLED": "true",
            "AWS_SHARED_CREDENTIALS_FILE": "/nonexistent", "AWS_CONFIG_FILE": "/nonexistent",
            "RUNAI_STREAMER_S3_USE_VIRTUAL_ADDRESSING": "0", "AWS_ENDPOINT_URL_S3": endpoint}
-    saved = {k: os.environ.get(k) for k in env}
-    os.environ.update(env)
-    try:
+    with environment(env):
         s3 = boto3.client("s3", endpoint_url=endpoint)
         s3.create_bucket(Bucket="bench")
         s3.upload_file(str(ctx.seed_table), "bench", "seed.emb")
@@ -53,12 +51,6 @@ def _measure(ctx, endpoint):
             res["contenders"][case] = best
         res["partial"] = _partial_export(ctx, url, env)
         return res
-    finally:
-        for k, v in saved.items():
-            if v is None:
-                os.environ.pop(k, None)
-            else:
-                os.environ[k] = v
 
 
 PARTIAL_ROWS = (0, 1000)

@@ -382,7 +382,10 @@ def _sync(results):
              "`embstore.update` of a numpy array against a full `embstore.load(out=)` into "
              "one. From `embstore serve` (streamed, not its file) and from the local S3 server; "
              "each case in a fresh process, best of 3. Bytes moved are the source's row hashes "
-             "and block checksums plus the changed rows.", "",
+             "and block checksums plus the changed rows. In the bucket each new version was "
+             "saved over the old one with `embstore.save`, which uploaded its changed rows beside "
+             "it (docs/FORMAT.md, \"Deltas\"): the rows then come in one GET instead of one "
+             "ranged GET each.", "",
              "| source | changed rows | case | seconds | MB moved |", "|---|---|---|---:|---:|"]
     for where, label in (("server", "server"), ("s3", "S3")):
         for spread, cases in sync.get(where, {}).items():
