@@ -274,7 +274,8 @@ class ObjectSource final : public RowSource {
   }
 
   // The delta object of this version (objstore/delta.h), or null: looked for once, fetched when
-  // it is at most `most` bytes (plus 1 MiB for its frame).
+  // it is at most `most` bytes (plus 1 MiB for its frame) and its header says it belongs to this
+  // version (so a stale one costs its frame, not its rows).
   const store::Table* Delta(std::uint64_t most) {
     std::lock_guard<std::mutex> l(delta_mu_);
     if (delta_tried_) return delta_.get();
@@ -282,6 +283,11 @@ class ObjectSource final : public RowSource {
     const objstore::ObjectUrl at = objstore::DeltaUrl(url_);
     auto info = store_->Stat(at);
     if (!info.ok() || info->size > most + (1u << 20)) return nullptr;
+    auto frame = objstore::FetchTableFrame(*store_, at, *info);
+    if (!frame.ok()) return nullptr;
+    transferred_ += frame->fetched;
+    delta_bytes_ += frame->fetched;
+    if (DeltaOf(frame->head) != store::ContentIdHex(desc_.content_id)) return nullptr;
     auto scratch = ScratchDir::Make("delta");
     if (!scratch.ok()) return nullptr;
     const std::string path = (*scratch)->File("delta.emb");
@@ -302,6 +308,18 @@ class ObjectSource final : public RowSource {
     }
     delta_ = std::move(table).value();
     return delta_.get();
+  }
+
+  // embstore.delta.of in the header of `head` (a table's first bytes: length, header); empty when
+  // there is none.
+  static std::string DeltaOf(std::span<const std::byte> head) {
+    try {
+      const auto* json = reinterpret_cast<const char*>(head.data()) + 8;
+      const auto j = nlohmann::json::parse(json, json + (head.size() - 8));
+      return j.at("__metadata__").at(std::string(store::kMetaDeltaOf)).get<std::string>();
+    } catch (const std::exception&) {
+      return "";
+    }
   }
 
   // The delta's bytes not yet reported in a digest or a read (each fetch is reported once).
