@@ -287,7 +287,12 @@ class ObjectSource final : public RowSource {
     if (!frame.ok()) return nullptr;
     transferred_ += frame->fetched;
     delta_bytes_ += frame->fetched;
-    if (DeltaOf(frame->head) != store::ContentIdHex(desc_.content_id)) return nullptr;
+    // Checked on the frame, and again on the file (the object may be replaced in between).
+    const auto ours = [&](const std::map<std::string, std::string>& meta) {
+      const auto of = meta.find(std::string(store::kMetaDeltaOf));
+      return of != meta.end() && of->second == store::ContentIdHex(desc_.content_id);
+    };
+    if (!ours(frame->metadata)) return nullptr;
     auto scratch = ScratchDir::Make("delta");
     if (!scratch.ok()) return nullptr;
     const std::string path = (*scratch)->File("delta.emb");
@@ -299,27 +304,12 @@ class ObjectSource final : public RowSource {
     delta_bytes_ += got->bytes;
     auto table = store::Table::Open(path);  // the mapping outlives the scratch directory
     if (!table.ok()) return nullptr;
-    const auto& meta = (*table)->metadata();
-    const auto of = meta.find(std::string(store::kMetaDeltaOf));
-    if (of == meta.end() || of->second != store::ContentIdHex(desc_.content_id) ||
-        (*table)->dim() != desc_.dim || (*table)->dtype() != desc_.dtype ||
+    if (!ours((*table)->metadata()) || (*table)->dim() != desc_.dim || (*table)->dtype() != desc_.dtype ||
         !(*table)->has_row_hashes()) {
       return nullptr;
     }
     delta_ = std::move(table).value();
     return delta_.get();
-  }
-
-  // embstore.delta.of in the header of `head` (a table's first bytes: length, header); empty when
-  // there is none.
-  static std::string DeltaOf(std::span<const std::byte> head) {
-    try {
-      const auto* json = reinterpret_cast<const char*>(head.data()) + 8;
-      const auto j = nlohmann::json::parse(json, json + (head.size() - 8));
-      return j.at("__metadata__").at(std::string(store::kMetaDeltaOf)).get<std::string>();
-    } catch (const std::exception&) {
-      return "";
-    }
   }
 
   // The delta's bytes not yet reported in a digest or a read (each fetch is reported once).
@@ -578,12 +568,7 @@ Result<std::unique_ptr<RowSource>> OpenObjectSource(const std::string& address) 
     ::unlink(path.c_str());
     ::rmdir(dir.data());
   };
-  Status st;
-  if (::ftruncate(fd, static_cast<off_t>(info.size)) != 0) {
-    st = Status::FromErrno("size the local copy of " + what, errno);
-  }
-  if (st.ok()) st = WriteAllAt(fd, 0, frame.head, "the local copy of " + what);
-  if (st.ok()) st = WriteAllAt(fd, frame.tail_offset(), frame.tail, "the local copy of " + what);
+  Status st = objstore::WriteTableFrame(fd, frame, info.size, "the local copy of " + what);
   Result<std::unique_ptr<internal::FileReader>> reader =
       st.ok() ? internal::FileReader::Open(path)
               : Result<std::unique_ptr<internal::FileReader>>(st);

@@ -5,7 +5,6 @@
 
 #include <vector>
 
-#include "embstore/common/write_file.h"
 #include "embstore/objstore/transfer.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/table.h"
@@ -22,12 +21,7 @@ Result<std::shared_ptr<const store::Table>> OpenFrame(ObjectStore& store, const 
   EMBSTORE_ASSIGN_OR_RETURN(TableFrame frame, FetchTableFrame(store, url, info));
   const int fd = ::open(path.c_str(), O_RDWR | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
   if (fd < 0) return Status::FromErrno("create '" + path + "'", errno);
-  Status st;
-  if (::ftruncate(fd, static_cast<off_t>(info.size)) != 0) {
-    st = Status::FromErrno("size '" + path + "'", errno);
-  }
-  if (st.ok()) st = WriteAllAt(fd, 0, frame.head, path);
-  if (st.ok()) st = WriteAllAt(fd, frame.tail_offset(), frame.tail, path);
+  const Status st = WriteTableFrame(fd, frame, info.size, "'" + path + "'");
   ::close(fd);
   EMBSTORE_RETURN_NOT_OK(st);
   auto table = store::Table::Open(path);

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "embstore/common/atomic_file.h"
+#include "embstore/common/write_file.h"
 #include "embstore/store/format.h"
 #include "embstore/store/table.h"
 #include "parts.h"
@@ -113,6 +114,11 @@ Result<TableFrame> FetchTableFrame(ObjectStore& store, const ObjectUrl& url,
     auto j = nlohmann::json::parse(reinterpret_cast<const char*>(f.head.data()) + 8,
                                    reinterpret_cast<const char*>(f.head.data()) + f.head.size());
     f.matrix_bytes = j.at("embedding").at("data_offsets").at(1).get<std::uint64_t>();
+    if (const auto m = j.find("__metadata__"); m != j.end() && m->is_object()) {
+      for (const auto& [k, v] : m->items()) {
+        if (v.is_string()) f.metadata.emplace(k, v.get<std::string>());
+      }
+    }
   } catch (const std::exception& e) {
     return bad(std::string("its header does not name the embedding's extent (") + e.what() + ")");
   }
@@ -123,6 +129,15 @@ Result<TableFrame> FetchTableFrame(ObjectStore& store, const ObjectUrl& url,
   EMBSTORE_RETURN_NOT_OK(store.ReadRange(url, info.version, f.tail_offset(), f.tail));
   f.fetched += f.tail.size();
   return f;
+}
+
+Status WriteTableFrame(int fd, const TableFrame& frame, std::uint64_t size,
+                       const std::string& what) {
+  if (::ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    return Status::FromErrno("size " + what, errno);
+  }
+  EMBSTORE_RETURN_NOT_OK(WriteAllAt(fd, 0, frame.head, what));
+  return WriteAllAt(fd, frame.tail_offset(), frame.tail, what);
 }
 
 Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,

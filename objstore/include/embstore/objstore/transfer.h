@@ -17,6 +17,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -43,10 +44,15 @@ struct TableFrame {
   std::uint64_t matrix_bytes = 0;  // the matrix is [data_offset, data_offset + matrix_bytes)
   std::vector<std::byte> tail;     // bytes [data_offset + matrix_bytes, info.size)
   std::uint64_t fetched = 0;       // bytes read from the store, the first read's spare included
+  std::map<std::string, std::string> metadata;  // the header's __metadata__ (string values)
   std::uint64_t tail_offset() const { return data_offset + matrix_bytes; }
 };
 Result<TableFrame> FetchTableFrame(ObjectStore& store, const ObjectUrl& url,
                                    const ObjectInfo& info);
+
+// Writes `frame` into `fd`, a file of the object's `size` bytes: a table whose rows read as zeros
+// (sparse), which store::Table opens. Errors name `what`.
+Status WriteTableFrame(int fd, const TableFrame& frame, std::uint64_t size, const std::string& what);
 
 Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
                                     const std::string& dest, const TransferOptions& options = {});
