@@ -95,13 +95,13 @@ std::optional<int> PullUpdate(const PullArgs& a, const std::string& location) {
   std::printf(
       "updated %s to version %s: %llu of %llu rows changed (compared by %s%s), %llu blocks "
       "refetched, %.2f MB moved (%.2f%% of the table: %.2f MB of hashes, %.2f MB of rows) in "
-      "%.2f s%s\n",
+      "%.2f s (hashes %.2f s, rows %.2f s, check %.2f s, new file %.2f s)%s\n",
       a.out.c_str(), version.c_str(), static_cast<unsigned long long>(s.changed_rows),
       static_cast<unsigned long long>(s.rows), s.by_rows ? "row hashes" : "blocks",
       from_delta.c_str(), static_cast<unsigned long long>(s.refetched_blocks), s.moved() / 1e6,
       s.table_bytes ? 100.0 * s.moved() / s.table_bytes : 0.0, s.digest_bytes / 1e6,
-      s.row_bytes_moved / 1e6, s.seconds,
-      s.shared_extents ? "; unchanged rows shared with the old file (reflink)" : "");
+      s.row_bytes_moved / 1e6, s.seconds, s.digest_seconds, s.fetch_seconds, s.check_seconds,
+      s.write_seconds, s.shared_extents ? "; unchanged rows shared with the old file (reflink)" : "");
   return kExitOk;
 }
 

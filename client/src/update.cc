@@ -280,6 +280,7 @@ Result<std::optional<Delta>> PlanDelta(RowSource& src, std::span<const std::byte
   const TableDesc& d = src.desc();
   const std::size_t rb = d.row_bytes;
   const std::uint64_t br = d.block_rows;
+  const auto start = Clock::now();
   Delta delta;
   // The copy's row hashes while the source's digest is on its way (most sources have row hashes;
   // without them the blocks are compared instead); a source that compares group hashes first
@@ -293,6 +294,7 @@ Result<std::optional<Delta>> PlanDelta(RowSource& src, std::span<const std::byte
       },
       stats);
   hasher.Join();
+  stats->digest_seconds = Since(start);
   EMBSTORE_ASSIGN_OR_RETURN(auto digest, std::move(digest_or));
   if (!digest) return std::optional<Delta>();
   delta.digest = std::move(*digest);
@@ -305,7 +307,10 @@ Result<std::optional<Delta>> PlanDelta(RowSource& src, std::span<const std::byte
     }
   }
   delta.ids = RowsToFetch(delta.digest, delta.local, local_blocks, d.rows, br);
+  auto phase = Clock::now();
   EMBSTORE_ASSIGN_OR_RETURN(delta.fetched, Fetch(src, delta.ids, options, stats));
+  stats->fetch_seconds = Since(phase);
+  phase = Clock::now();
   // Every block of the result, checked (on every core) before anything is applied, unless the
   // source vouches for its hashes (a server checked them against verified rows): then the rows
   // whose hashes match are the source's, and each fetched row was checked on arrival.
@@ -325,6 +330,7 @@ Result<std::optional<Delta>> PlanDelta(RowSource& src, std::span<const std::byte
     EMBSTORE_RETURN_NOT_OK(FetchBlock(src, first, last, block, options, stats));
     delta.whole.emplace_back(b, std::move(block));
   }
+  stats->check_seconds = Since(phase);
   stats->up_to_date = delta.ids.empty() && delta.whole.empty();
   return std::optional<Delta>(std::move(delta));
 }
@@ -411,6 +417,7 @@ Result<UpdateStats> UpdateFile(RowSource& src, const std::string& path,
         return Status::OK();
       }));
 
+  const auto write_start = Clock::now();
   store::WriterOptions w;
   w.dtype = d.dtype;
   w.dim = d.dim;
@@ -442,6 +449,7 @@ Result<UpdateStats> UpdateFile(RowSource& src, const std::string& path,
   }
   EMBSTORE_RETURN_NOT_OK(writer->Finish());
   stats.up_to_date = false;
+  stats.write_seconds = Since(write_start);
   stats.seconds = Since(start);
   return stats;
 }

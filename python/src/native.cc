@@ -315,6 +315,9 @@ class PySource {
     d["table_bytes"] = s.table_bytes;
     d["content_id"] = s.content_id;
     d["seconds"] = s.seconds;
+    d["digest_seconds"] = s.digest_seconds;
+    d["fetch_seconds"] = s.fetch_seconds;
+    d["check_seconds"] = s.check_seconds;
     return d;
   }
 

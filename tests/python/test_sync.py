@@ -5,6 +5,7 @@ bit for bit; only the changed rows and the hashes move; bad or stale hashes cost
 never a wrong row; a version change mid-sync leaves the copy as it was."""
 import json
 import os
+import re
 import shutil
 import struct
 import time
@@ -50,6 +51,10 @@ def test_update_in_memory_from_a_file(tmp_path, clustered):
     s = embstore.update(copy, tmp_path / "t.emb")
     assert np.array_equal(copy, new)
     assert s["changed_rows"] == len(ids) and s["by_rows"] and not s["up_to_date"]
+    # Where the time went: each phase was timed, and together they fit in the whole.
+    phases = [s["digest_seconds"], s["fetch_seconds"], s["check_seconds"]]
+    assert phases[0] > 0 and phases[1] > 0 and phases[2] >= 0, s
+    assert sum(phases) <= s["seconds"], s
     again = embstore.update(copy, tmp_path / "t.emb")
     assert again["up_to_date"] and again["changed_rows"] == 0
 
@@ -180,6 +185,8 @@ def test_pull_update_writes_the_new_version_atomically(server, tmp_path, embstor
              "--update", "--no-local"])
     assert r.returncode == 0, r.stderr
     assert f"{len(ids)} of {ROWS} rows changed (compared by row hashes)" in r.stdout, r.stdout
+    assert re.search(r"in [0-9.]+ s \(hashes [0-9.]+ s, rows [0-9.]+ s, check [0-9.]+ s, "
+                     r"new file [0-9.]+ s\)", r.stdout), r.stdout
     pct = float(r.stdout.split("MB moved (")[1].split("%")[0])
     assert pct < 4, r.stdout
     assert np.array_equal(embstore.load(out), new) and np.array_equal(reader, old)

@@ -42,6 +42,13 @@ struct UpdateStats {
   // only the changed rows' pages were written; false: the kernel copied the matrix.
   bool shared_extents = false;
   double seconds = 0;
+  // Where `seconds` went: the copy hashed and the source's digest brought (the two overlap), the
+  // changed rows fetched, every block of the result checked (and any refetched), and (UpdateFile)
+  // the new file written and made durable.
+  double digest_seconds = 0;
+  double fetch_seconds = 0;
+  double check_seconds = 0;
+  double write_seconds = 0;
   std::uint64_t moved() const { return digest_bytes + row_bytes_moved; }
 };
 
