@@ -15,10 +15,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -533,15 +535,37 @@ TEST_F(ClientTest, RowHashesAgainstACopyAskOnlyForTheGroupsThatDiffer) {
   std::uint32_t answered = 0;
   bytes = 0;
   verified = false;
-  int asked_for_local = 0;
-  ASSERT_TRUE(c->RowHashesAgainst("t", cid, rows, 16,
-                                  [&]() -> std::span<const std::uint64_t> {
-                                    ++asked_for_local;
-                                    return copy;
-                                  },
-                                  &answered, &groups, &hashes, &blocks, &bytes, &verified)
+  // The copy's hashes are asked for segment by segment, in row order (an eighth of the table, at
+  // least 65,536 rows: 4,096 groups), and each segment's differing groups are handed over as
+  // their row hashes arrive.
+  std::vector<std::uint64_t> asked_upto;
+  std::mutex mu;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> arrived;  // (group, its first row's hash)
+  ASSERT_TRUE(c->RowHashesAgainst(
+                   "t", cid, rows, 16,
+                   [&](std::uint64_t upto) -> std::span<const std::uint64_t> {
+                     asked_upto.push_back(upto);
+                     return copy;
+                   },
+                   [&](std::span<const std::uint64_t> gs, std::span<const std::uint64_t> hs,
+                       std::span<const std::uint64_t> mine) {
+                     EXPECT_EQ(mine.data(), copy.data());
+                     std::lock_guard lock(mu);
+                     std::size_t at = 0;
+                     for (std::uint64_t g : gs) {
+                       arrived.emplace_back(g, hs[at]);
+                       at += std::min<std::uint64_t>(16, rows - g * 16);
+                     }
+                     EXPECT_EQ(at, hs.size());
+                     return Status::OK();
+                   },
+                   &answered, &groups, &hashes, &blocks, &bytes, &verified)
                   .ok());
-  EXPECT_EQ(asked_for_local, 1);
+  EXPECT_EQ(asked_upto, (std::vector<std::uint64_t>{65536, 131072, 196608, 262144, rows}));
+  std::sort(arrived.begin(), arrived.end());
+  EXPECT_EQ(arrived, (std::vector<std::pair<std::uint64_t, std::uint64_t>>{
+                         {0, server[0]}, {1, server[16]}, {16383, server[262128]},
+                         {18750, server[300000]}}));
   EXPECT_EQ(answered, 16u);
   EXPECT_EQ(groups, (std::vector<std::uint64_t>{0, 1, 16383, 18750}));
   std::vector<std::uint64_t> expect;
@@ -555,24 +579,36 @@ TEST_F(ClientTest, RowHashesAgainstACopyAskOnlyForTheGroupsThatDiffer) {
   EXPECT_GE(bytes, 8 * (rows / 16 + 1) + 8 * 49);
   EXPECT_LT(bytes, 8 * (rows / 16 + 1) + 8 * 49 + 4096);
 
+  // What `arrived` says fails the call.
+  EXPECT_EQ(c->RowHashesAgainst(
+                 "t", cid, rows, 16, [&](std::uint64_t) -> std::span<const std::uint64_t> {
+                   return copy;
+                 },
+                 [&](std::span<const std::uint64_t> gs, std::span<const std::uint64_t>,
+                     std::span<const std::uint64_t>) {
+                   return gs.front() == 16383 ? Status::Unavailable("lookup failed")
+                                              : Status::OK();
+                 },
+                 &answered, &groups, &hashes, &blocks, &bytes, &verified)
+                .code(),
+            StatusCode::kUnavailable);
+
+  auto whole = [&](std::uint64_t) -> std::span<const std::uint64_t> { return copy; };
   // The same copy: nothing differs.
   copy = server;
-  ASSERT_TRUE(c->RowHashesAgainst("t", cid, rows, 16,
-                                  [&]() -> std::span<const std::uint64_t> { return copy; },
-                                  &answered, &groups, &hashes, &blocks, &bytes, &verified)
+  ASSERT_TRUE(c->RowHashesAgainst("t", cid, rows, 16, whole, nullptr, &answered, &groups, &hashes,
+                                  &blocks, &bytes, &verified)
                   .ok());
   EXPECT_EQ(answered, 16u);
   EXPECT_TRUE(groups.empty() && hashes.empty());
   // A copy of another shape, or a group size out of range, is an error.
   copy.pop_back();
-  EXPECT_EQ(c->RowHashesAgainst("t", cid, rows, 16,
-                                [&]() -> std::span<const std::uint64_t> { return copy; },
-                                &answered, &groups, &hashes, &blocks, &bytes, &verified)
+  EXPECT_EQ(c->RowHashesAgainst("t", cid, rows, 16, whole, nullptr, &answered, &groups, &hashes,
+                                &blocks, &bytes, &verified)
                 .code(),
             StatusCode::kInvalidArgument);
-  EXPECT_EQ(c->RowHashesAgainst("t", cid, rows, 1,
-                                [&]() -> std::span<const std::uint64_t> { return copy; },
-                                &answered, &groups, &hashes, &blocks, &bytes, &verified)
+  EXPECT_EQ(c->RowHashesAgainst("t", cid, rows, 1, whole, nullptr, &answered, &groups, &hashes,
+                                &blocks, &bytes, &verified)
                 .code(),
             StatusCode::kInvalidArgument);
 }
@@ -626,12 +662,18 @@ TEST(RowHashesAgainst, AServerWithoutGroupHashesIsAskedForEveryRowsHash) {
   bool verified = false;
   int asked_for_local = 0;
   const std::vector<std::uint64_t> copy(rows, 0);
-  Status st = (*c)->RowHashesAgainst("t", 1, rows, 16,
-                                     [&]() -> std::span<const std::uint64_t> {
-                                       ++asked_for_local;
-                                       return copy;
-                                     },
-                                     &answered, &groups, &got, &blocks, &bytes, &verified);
+  Status st = (*c)->RowHashesAgainst(
+      "t", 1, rows, 16,
+      [&](std::uint64_t) -> std::span<const std::uint64_t> {
+        ++asked_for_local;
+        return copy;
+      },
+      [&](std::span<const std::uint64_t>, std::span<const std::uint64_t>,
+          std::span<const std::uint64_t>) {
+        ADD_FAILURE() << "no groups to hand over from a server without group hashes";
+        return Status::OK();
+      },
+      &answered, &groups, &got, &blocks, &bytes, &verified);
   ASSERT_TRUE(st.ok()) << st.ToString();
   EXPECT_EQ(answered, 0u);
   EXPECT_TRUE(groups.empty());

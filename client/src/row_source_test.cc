@@ -19,8 +19,10 @@
 #include <thread>
 
 #include "embstore/client/sharded.h"
+#include "embstore/client/update.h"
 #include "embstore/server/server.h"
 #include "test_tables.h"
+#include "embstore/store/checksum.h"
 #include "embstore/store/dtype.h"
 #include "embstore/store/writer.h"
 
@@ -405,6 +407,57 @@ TEST_F(RowSourceTest, AServerSourcePinsTheVersionItDescribed) {
   auto fresh = *OpenServerSource(Connect(), "t", false);
   Read(*fresh, 0, 400, ReadOptions(), &st);
   EXPECT_TRUE(st.ok()) << st.ToString();
+}
+
+TEST_F(RowSourceTest, AServerSyncLooksUpTheChangedRowsWhileTheCopyIsHashed) {
+  // 200,000 rows: four segments of 65,536 rows (Client::RowHashesAgainst), each with a change.
+  const std::uint64_t rows = 200000, dim = 4, rb = dim * 4;
+  const std::string path = Write("t", rows, dim, DType::kF32, 1024);
+  Serve();
+  const std::vector<std::byte> table = Expected(path, 0, rows, false);
+  auto src = *OpenServerSource(Connect(), "t", /*allow_local=*/false);
+  const std::vector<std::uint64_t> changed{5, 70000, 150000, rows - 1};
+  std::vector<std::byte> copy = table;
+  for (std::uint64_t r : changed) copy[r * rb + 3] ^= std::byte{0x40};
+  auto s = UpdateInPlace(*src, copy);
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(copy, table);
+  EXPECT_EQ(s->changed_rows, changed.size());
+  // Each changed row crossed the wire once: looked up while the copy was hashed, then taken from
+  // there by CopyRowIds.
+  EXPECT_EQ(s->row_bytes_moved, changed.size() * rb);
+  EXPECT_EQ(src->transferred_bytes(), s->moved());
+
+  // CopyRowIds takes the rows DigestAgainst looked up and asks the server for the others.
+  copy = table;
+  for (std::uint64_t r : {std::uint64_t{5}, std::uint64_t{70000}}) copy[r * rb] ^= std::byte{1};
+  std::vector<std::uint64_t> hashes(rows);
+  for (std::uint64_t r = 0; r < rows; ++r) {
+    hashes[r] = store::Checksum64(std::span<const std::byte>(copy).subspan(r * rb, rb));
+  }
+  std::vector<std::uint64_t> asked;
+  auto d = src->DigestAgainst([&](std::uint64_t upto) -> std::span<const std::uint64_t> {
+    asked.push_back(upto);
+    return hashes;
+  });
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_EQ(asked, (std::vector<std::uint64_t>{65536, 131072, 196608, rows}));
+  EXPECT_EQ(d->groups, (std::vector<std::uint64_t>{0, 70000 / 16}));
+  EXPECT_EQ(d->row_bytes, 2 * rb);
+  const std::vector<std::uint64_t> ids{5, 6, 70000, 123456};
+  std::vector<std::byte> got(ids.size() * rb);
+  auto c = src->CopyRowIds(ids, got, ReadOptions());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    EXPECT_TRUE(std::equal(got.begin() + k * rb, got.begin() + (k + 1) * rb,
+                           table.begin() + ids[k] * rb))
+        << "row " << ids[k];
+  }
+  EXPECT_EQ(c->wire_bytes, 2 * rb);  // rows 6 and 123456
+  // Taken once: asked again, every row comes from the server.
+  c = src->CopyRowIds(ids, got, ReadOptions());
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  EXPECT_EQ(c->wire_bytes, ids.size() * rb);
 }
 
 }  // namespace

@@ -96,7 +96,7 @@ Result<RowDigest> RowSource::Digest() {
 }
 
 Result<RowDigest> RowSource::DigestAgainst(
-    const std::function<std::span<const std::uint64_t>()>&) {
+    const std::function<std::span<const std::uint64_t>(std::uint64_t)>&) {
   return Digest();
 }
 

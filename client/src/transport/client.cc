@@ -347,7 +347,7 @@ Status Client::RowHashes(const std::string& table, std::uint64_t expected_conten
 
 Status Client::RowHashesAgainst(const std::string& table, std::uint64_t expected_content_id,
                                 std::uint64_t rows, std::uint32_t group_rows,
-                                const std::function<std::span<const std::uint64_t>()>& local,
+                                const LocalRowHashes& local, const DifferingGroups& arrived,
                                 std::uint32_t* answered_group_rows,
                                 std::vector<std::uint64_t>* groups,
                                 std::vector<std::uint64_t>* row_hashes,
@@ -361,6 +361,7 @@ Status Client::RowHashesAgainst(const std::string& table, std::uint64_t expected
   std::vector<std::uint64_t> group_hashes;
   bool groups_verified = false;
   groups->clear();
+  row_hashes->clear();
   *answered_group_rows = 0;
   Status st = HashPages(impl_->stub.get(), options_, table, expected_content_id, rows, g_rows,
                         &group_hashes, block_checksums, bytes, &groups_verified);
@@ -370,54 +371,85 @@ Status Client::RowHashesAgainst(const std::string& table, std::uint64_t expected
   }
   *answered_group_rows = group_rows;
   EMBSTORE_RETURN_NOT_OK(st);
-  const std::span<const std::uint64_t> mine = local();
-  if (mine.size() != rows) {
-    return Status::InvalidArgument("a copy's " + std::to_string(mine.size()) +
-                                   " row hashes against the " + std::to_string(rows) +
-                                   " rows of table '" + table + "'");
-  }
-  std::vector<std::uint64_t>& differ = *groups;
-  // Where each differing group's row hashes go in *row_hashes, and their end.
-  std::vector<std::uint64_t> offset{0};
-  for (std::uint64_t g = 0; g < group_hashes.size(); ++g) {
-    const store::RowGroup group = store::RowGroupOf(g, g_rows, rows);
-    if (store::RowGroupHash(mine.subspan(group.first, group.size())) != group_hashes[g]) {
-      differ.push_back(g);
-      offset.push_back(offset.back() + group.size());
-    }
-  }
-  row_hashes->resize(offset.back());
-  // The row hashes of the groups that differ, in requests of at most one reply's rows.
-  const std::size_t per_request = std::max<std::uint64_t>(1, 262144 / g_rows);
-  const std::size_t requests = (differ.size() + per_request - 1) / per_request;
+  // Segment by segment, in row order: once the copy's hashes of a segment are in, the groups of
+  // it that differ are asked for (and handed to `arrived`) on a thread of their own while the
+  // copy's later rows are still being hashed, so that the round trips overlap the hashing
+  // instead of following it.
+  const std::uint64_t segment_groups =
+      std::max<std::uint64_t>(kMinSegmentRows / g_rows, (group_hashes.size() + 7) / 8);
+  struct Segment {
+    std::vector<std::uint64_t> groups;  // that differ, ascending
+    std::vector<std::uint64_t> hashes;  // their rows' hashes, group after group
+    Status status;
+  };
+  const std::size_t segments = (group_hashes.size() + segment_groups - 1) / segment_groups;
+  std::vector<Segment> parts(segments);
   std::atomic<std::uint64_t> sent{0};
   std::atomic<bool> all_verified{groups_verified};
-  auto fetch = [&](std::size_t i) -> Status {
-    const std::size_t from = i * per_request, to = std::min(differ.size(), from + per_request);
-    grpc::ClientContext ctx;
-    internal::PrepareContext(&ctx, options_, std::nullopt, true);
-    v1::RowHashesRequest req;
-    req.set_table(table);
-    req.set_expected_content_id(expected_content_id);
-    req.set_group_rows(group_rows);
-    for (std::size_t k = from; k < to; ++k) req.add_groups(differ[k]);
-    const std::uint64_t want = offset[to] - offset[from];
-    v1::RowHashesResponse resp;
-    grpc::Status s = impl_->stub->RowHashes(&ctx, req, &resp);
-    if (!s.ok()) return internal::FromGrpc(s, options_.target);
-    sent += resp.ByteSizeLong();
-    if (!resp.verified()) all_verified = false;
-    const std::string& h = resp.row_hashes();
-    if (h.size() != want * 8) {
-      return Status::Internal("server '" + options_.target + "' answered the row hashes of " +
-                              std::to_string(to - from) + " groups of '" + table + "' with " +
-                              std::to_string(h.size()) + " bytes, not " +
-                              std::to_string(want * 8));
+  // The row hashes of a segment's groups that differ, in requests of at most one reply's rows.
+  auto fetch = [&](Segment& part, std::span<const std::uint64_t> mine) -> Status {
+    const std::size_t per_request = std::max<std::uint64_t>(1, 262144 / g_rows);
+    std::vector<std::uint64_t> offset{0};
+    for (const std::uint64_t g : part.groups) {
+      offset.push_back(offset.back() + store::RowGroupOf(g, g_rows, rows).size());
     }
-    std::memcpy(row_hashes->data() + offset[from], h.data(), h.size());
-    return Status::OK();
+    part.hashes.resize(offset.back());
+    for (std::size_t from = 0; from < part.groups.size(); from += per_request) {
+      const std::size_t to = std::min(part.groups.size(), from + per_request);
+      grpc::ClientContext ctx;
+      internal::PrepareContext(&ctx, options_, std::nullopt, true);
+      v1::RowHashesRequest req;
+      req.set_table(table);
+      req.set_expected_content_id(expected_content_id);
+      req.set_group_rows(group_rows);
+      for (std::size_t k = from; k < to; ++k) req.add_groups(part.groups[k]);
+      const std::uint64_t want = offset[to] - offset[from];
+      v1::RowHashesResponse resp;
+      grpc::Status s = impl_->stub->RowHashes(&ctx, req, &resp);
+      if (!s.ok()) return internal::FromGrpc(s, options_.target);
+      sent += resp.ByteSizeLong();
+      if (!resp.verified()) all_verified = false;
+      const std::string& h = resp.row_hashes();
+      if (h.size() != want * 8) {
+        return Status::Internal("server '" + options_.target + "' answered the row hashes of " +
+                                std::to_string(to - from) + " groups of '" + table + "' with " +
+                                std::to_string(h.size()) + " bytes, not " +
+                                std::to_string(want * 8));
+      }
+      std::memcpy(part.hashes.data() + offset[from], h.data(), h.size());
+    }
+    if (!arrived || part.groups.empty()) return Status::OK();
+    return arrived(part.groups, part.hashes, mine);
   };
-  EMBSTORE_RETURN_NOT_OK(RunUpToFour(requests, fetch));
+  std::vector<std::thread> pool;
+  Status failed;
+  for (std::size_t i = 0; i < segments; ++i) {
+    const std::uint64_t g_first = i * segment_groups;
+    const std::uint64_t g_last = std::min<std::uint64_t>(group_hashes.size(), g_first + segment_groups);
+    const std::span<const std::uint64_t> mine =
+        local(std::min(rows, g_last * g_rows));
+    if (mine.size() != rows) {
+      failed = Status::InvalidArgument("a copy's " + std::to_string(mine.size()) +
+                                       " row hashes against the " + std::to_string(rows) +
+                                       " rows of table '" + table + "'");
+      break;
+    }
+    for (std::uint64_t g = g_first; g < g_last; ++g) {
+      const store::RowGroup group = store::RowGroupOf(g, g_rows, rows);
+      if (store::RowGroupHash(mine.subspan(group.first, group.size())) != group_hashes[g]) {
+        parts[i].groups.push_back(g);
+      }
+    }
+    if (parts[i].groups.empty()) continue;
+    pool.emplace_back([&, i, mine] { parts[i].status = fetch(parts[i], mine); });
+  }
+  for (auto& th : pool) th.join();
+  EMBSTORE_RETURN_NOT_OK(failed);
+  for (Segment& part : parts) {
+    EMBSTORE_RETURN_NOT_OK(part.status);
+    groups->insert(groups->end(), part.groups.begin(), part.groups.end());
+    row_hashes->insert(row_hashes->end(), part.hashes.begin(), part.hashes.end());
+  }
   *bytes += sent;
   *verified = all_verified;
   return Status::OK();

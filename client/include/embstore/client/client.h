@@ -80,18 +80,28 @@ class Client {
                    std::vector<std::uint64_t>* row_hashes,
                    std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes,
                    bool* verified);
-  // The same for a caller that holds a copy of some version of the table: `local()` returns the
-  // copy's row hashes, one a row (it may block until they are computed). First one hash per group
-  // of `group_rows` rows (2 to 65536) comes, a group_rows-th of the bytes, then the row hashes of
-  // the groups whose hash differs from the copy's, up to four requests at a time
-  // (docs/PROTOCOL.md, "Row hashes"). Those groups go to *groups (ascending) and their rows'
-  // hashes to *row_hashes, group after group; every other row's hash equals the copy's, with
-  // XXH3-64's certainty. A server that sends no group hashes (one older than group_rows) is asked
-  // for every row's hash instead: *groups is then empty and *row_hashes holds one a row, which
-  // *answered_group_rows (0 then, group_rows otherwise) tells apart from no group differing.
+  // The same for a caller that holds a copy of some version of the table: `local(upto)` returns
+  // the copy's row hashes, one a row, those of rows [0, upto) computed (it may block until they
+  // are). First one hash per group of `group_rows` rows (2 to 65536) comes, a group_rows-th of
+  // the bytes, then the row hashes of the groups whose hash differs from the copy's
+  // (docs/PROTOCOL.md, "Row hashes"): segment by segment of the table (an eighth, at least
+  // kMinSegmentRows rows), each asked for on a thread of its own as soon as the copy's hashes of
+  // that segment are in, and handed to `arrived` (when given) from that thread, with the copy's
+  // hashes. Those groups go to *groups (ascending) and their rows' hashes to *row_hashes, group
+  // after group; every other row's hash equals the copy's, with XXH3-64's certainty. A server
+  // that sends no group hashes (one older than group_rows) is asked for every row's hash
+  // instead: *groups is then empty and *row_hashes holds one a row, which *answered_group_rows
+  // (0 then, group_rows otherwise) tells apart from no group differing; `arrived` is not called.
+  static constexpr std::uint64_t kMinSegmentRows = 65536;
+  using LocalRowHashes = std::function<std::span<const std::uint64_t>(std::uint64_t upto)>;
+  // (groups that differ, ascending; their rows' hashes at the server, group after group; the
+  // copy's hashes of every row, those of these groups computed). An error fails the call.
+  using DifferingGroups = std::function<Status(std::span<const std::uint64_t> groups,
+                                               std::span<const std::uint64_t> hashes,
+                                               std::span<const std::uint64_t> local)>;
   Status RowHashesAgainst(const std::string& table, std::uint64_t expected_content_id,
                           std::uint64_t rows, std::uint32_t group_rows,
-                          const std::function<std::span<const std::uint64_t>()>& local,
+                          const LocalRowHashes& local, const DifferingGroups& arrived,
                           std::uint32_t* answered_group_rows, std::vector<std::uint64_t>* groups,
                           std::vector<std::uint64_t>* row_hashes,
                           std::vector<std::uint64_t>* block_checksums, std::uint64_t* bytes,

@@ -70,7 +70,8 @@ struct RowDigest {
   bool verified = false;
   std::uint64_t bytes = 0;  // bytes brought here to get them
   // Bytes of rows brought with the digest, for the sync's CopyRowIds to come (an object's delta,
-  // objstore/delta.h, fetched while the copy is hashed).
+  // objstore/delta.h, fetched while the copy is hashed; a server's rows that differ from the
+  // copy's, looked up while the copy's later rows are hashed).
   std::uint64_t row_bytes = 0;
 };
 
@@ -142,12 +143,14 @@ class RowSource {
   // table).
   virtual Result<RowDigest> Digest();
 
-  // Digest() for a sync that holds a copy of some version: `local()` returns the copy's row
-  // hashes, one a row (it may block until they are computed). A source may then move less: a
-  // server first sends one hash per group of rows, then the row hashes of the groups that differ
-  // from the copy's (PROTOCOL.md, "Row hashes"). By default, Digest().
+  // Digest() for a sync that holds a copy of some version: `local(upto)` returns the copy's row
+  // hashes, one a row, those of rows [0, upto) computed (it may block until they are, and they
+  // are computed in about row order). A source may then move less: a server first sends one hash
+  // per group of rows, then the row hashes of the groups that differ from the copy's
+  // (PROTOCOL.md, "Row hashes"), and looks up the rows that differ while the copy's later rows
+  // are still being hashed, for the CopyRowIds that follows. By default, Digest().
   virtual Result<RowDigest> DigestAgainst(
-      const std::function<std::span<const std::uint64_t>()>& local);
+      const std::function<std::span<const std::uint64_t>(std::uint64_t upto)>& local);
 
   // Rows `ids` (ascending, each < rows) into `out`, one after another, in the table's dtype
   // (ids.size() * row_bytes bytes), every row checked (against its block's checksum, or its own
