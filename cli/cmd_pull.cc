@@ -101,7 +101,8 @@ std::optional<int> PullUpdate(const PullArgs& a, const std::string& location) {
       from_delta.c_str(), static_cast<unsigned long long>(s.refetched_blocks), s.moved() / 1e6,
       s.table_bytes ? 100.0 * s.moved() / s.table_bytes : 0.0, s.digest_bytes / 1e6,
       s.row_bytes_moved / 1e6, s.seconds, s.digest_seconds, s.fetch_seconds, s.check_seconds,
-      s.write_seconds, s.shared_extents ? "; unchanged rows shared with the old file (reflink)" : "");
+      s.write_seconds,
+      s.shared_extents ? "; unchanged rows shared with the old file (reflink)" : "");
   return kExitOk;
 }
 

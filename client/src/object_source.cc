@@ -304,8 +304,8 @@ class ObjectSource final : public RowSource {
     delta_bytes_ += got->bytes;
     auto table = store::Table::Open(path);  // the mapping outlives the scratch directory
     if (!table.ok()) return nullptr;
-    if (!ours((*table)->metadata()) || (*table)->dim() != desc_.dim || (*table)->dtype() != desc_.dtype ||
-        !(*table)->has_row_hashes()) {
+    if (!ours((*table)->metadata()) || (*table)->dim() != desc_.dim ||
+        (*table)->dtype() != desc_.dtype || !(*table)->has_row_hashes()) {
       return nullptr;
     }
     delta_ = std::move(table).value();

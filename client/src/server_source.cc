@@ -100,13 +100,7 @@ class ServerSource final : public RowSource {
     auto arrived = [&](std::span<const std::uint64_t> groups, std::span<const std::uint64_t> hashes,
                        std::span<const std::uint64_t> mine) -> Status {
       Prefetched p;
-      std::size_t at = 0;
-      for (const std::uint64_t g : groups) {
-        const store::RowGroup group = store::RowGroupOf(g, kDigestGroupRows, desc_.rows);
-        for (std::uint64_t r = group.first; r < group.last; ++r) {
-          if (mine[r] != hashes[at++]) p.ids.push_back(r);
-        }
-      }
+      store::AppendDifferingRows(groups, kDigestGroupRows, desc_.rows, hashes, mine, &p.ids);
       // Beyond the budget the rows are left to CopyRowIds, which holds them once.
       const std::uint64_t n = p.ids.size();
       std::uint64_t left = budget.load();

@@ -136,13 +136,7 @@ std::vector<std::uint64_t> RowsToFetch(const RowDigest& d, std::span<const std::
                                        std::uint64_t rows, std::uint64_t block_rows) {
   std::vector<std::uint64_t> ids;
   if (d.group_rows > 0) {  // only the groups that differ, the rest as the copy has them
-    std::size_t at = 0;
-    for (const std::uint64_t g : d.groups) {
-      const store::RowGroup group = store::RowGroupOf(g, d.group_rows, rows);
-      for (std::uint64_t r = group.first; r < group.last; ++r) {
-        if (local[r] != d.row_hashes[at++]) ids.push_back(r);
-      }
-    }
+    store::AppendDifferingRows(d.groups, d.group_rows, rows, d.row_hashes, local, &ids);
     return ids;
   }
   if (!d.row_hashes.empty()) {

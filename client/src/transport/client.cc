@@ -418,16 +418,15 @@ Status Client::RowHashesAgainst(const std::string& table, std::uint64_t expected
       }
       std::memcpy(part.hashes.data() + offset[from], h.data(), h.size());
     }
-    if (!arrived || part.groups.empty()) return Status::OK();
-    return arrived(part.groups, part.hashes, mine);
+    return arrived ? arrived(part.groups, part.hashes, mine) : Status::OK();
   };
   std::vector<std::thread> pool;
   Status failed;
   for (std::size_t i = 0; i < segments; ++i) {
     const std::uint64_t g_first = i * segment_groups;
-    const std::uint64_t g_last = std::min<std::uint64_t>(group_hashes.size(), g_first + segment_groups);
-    const std::span<const std::uint64_t> mine =
-        local(std::min(rows, g_last * g_rows));
+    const std::uint64_t g_last =
+        std::min<std::uint64_t>(group_hashes.size(), g_first + segment_groups);
+    const std::span<const std::uint64_t> mine = local(std::min(rows, g_last * g_rows));
     if (mine.size() != rows) {
       failed = Status::InvalidArgument("a copy's " + std::to_string(mine.size()) +
                                        " row hashes against the " + std::to_string(rows) +

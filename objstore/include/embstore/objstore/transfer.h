@@ -52,7 +52,8 @@ Result<TableFrame> FetchTableFrame(ObjectStore& store, const ObjectUrl& url,
 
 // Writes `frame` into `fd`, a file of the object's `size` bytes: a table whose rows read as zeros
 // (sparse), which store::Table opens. Errors name `what`.
-Status WriteTableFrame(int fd, const TableFrame& frame, std::uint64_t size, const std::string& what);
+Status WriteTableFrame(int fd, const TableFrame& frame, std::uint64_t size,
+                       const std::string& what);
 
 Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
                                     const std::string& dest, const TransferOptions& options = {});

@@ -10,6 +10,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
+#include <vector>
 
 #include "embstore/store/simd.h"
 
@@ -46,6 +47,21 @@ inline RowGroup RowGroupOf(std::uint64_t g, std::uint64_t group_rows, std::uint6
 // A group's hash: Checksum64 of its rows' hashes laid end to end as little-endian u64s.
 inline std::uint64_t RowGroupHash(std::span<const std::uint64_t> row_hashes) {
   return Checksum64(std::as_bytes(row_hashes));
+}
+
+// The rows of `groups` (ascending) whose hash in `hashes` (the groups' row hashes, one group after
+// another) differs from the copy's in `local` (one a row), appended to `ids` in row order.
+inline void AppendDifferingRows(std::span<const std::uint64_t> groups, std::uint64_t group_rows,
+                                std::uint64_t rows, std::span<const std::uint64_t> hashes,
+                                std::span<const std::uint64_t> local,
+                                std::vector<std::uint64_t>* ids) {
+  std::size_t at = 0;
+  for (const std::uint64_t g : groups) {
+    const RowGroup group = RowGroupOf(g, group_rows, rows);
+    for (std::uint64_t r = group.first; r < group.last; ++r) {
+      if (local[r] != hashes[at++]) ids->push_back(r);
+    }
+  }
 }
 
 }  // namespace embstore::store
