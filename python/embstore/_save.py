@@ -3,8 +3,9 @@
 save() streams a matrix (numpy array, torch tensor, TensorFlow tensor or variable) into a table
 chunk by chunk: each chunk of rows is handed to the native writer (embstore._native.Writer), which
 rounds it once to the table's dtype, checksums it and appends it. Nothing holds a second copy of
-the matrix: the extra memory is one chunk (16 MiB by default) plus the keys; two chunks for
-TensorFlow, whose next chunk is copied out while this one is written. The table appears at
+the matrix: the extra memory is one chunk (16 MiB by default) plus the keys; two chunks where
+TensorFlow must copy each chunk out (embstore.tf.save says when), the next one while this one is
+written. The table appears at
 its destination (a .emb path, s3://BUCKET/KEY or hdfs://NAMENODE/PATH) whole or not at all, when
 save() returns; an error or an interrupt (KeyboardInterrupt) leaves nothing behind, and an existing
 destination is only replaced with force=True.
@@ -136,9 +137,12 @@ def tf_eager_rows(value, what="the variable"):
         raise InvalidArgumentError(f"{what} has no static shape ({shape})")
     rows, dim = _check_shape(shape, what)
     kind = element_kind(value.dtype, what)
+    # A variable on the host is read without a copy, as one snapshot (embstore.tf.save says how).
+    from .tf._save import eager_view
+    whole = eager_view(value)
 
     def read(b, e):
-        chunk = value[b:e].numpy()
+        chunk = value[b:e].numpy() if whole is None else whole[b:e]
         return chunk.view(np.uint16) if kind == "bf16" else chunk
     return Rows(rows, dim, kind, read, what)
 

@@ -32,8 +32,17 @@ def _train_graph(partitions):
     return g, var, ids, step, whole
 
 
+@pytest.fixture(params=[True, False], ids=["views", "copied-chunks"])
+def zero_copy(request, monkeypatch):
+    """Both ways of reading a variable: zero-copy views (a variable on the host) and chunks
+    copied out of TensorFlow (what a GPU variable gets)."""
+    import embstore.tf._save as tf_save
+    monkeypatch.setattr(tf_save, "ZERO_COPY", request.param)
+    return request.param
+
+
 @pytest.mark.parametrize("partitions", [0, 3])
-def test_graph_mode_after_training(tmp_path, embstore_bin, partitions):
+def test_graph_mode_after_training(tmp_path, embstore_bin, partitions, zero_copy):
     g, var, ids, step, whole = _train_graph(partitions)
     with tf.compat.v1.Session(graph=g) as s:
         s.run(tf.compat.v1.global_variables_initializer())
@@ -53,7 +62,8 @@ def test_graph_mode_after_training(tmp_path, embstore_bin, partitions):
         want = s.run(whole)
         assert not np.array_equal(want, first)
         embstore.tf.save(s, var, tmp_path / "t.emb", keys=keys, force=True)
-        # The first save added a few slice ops; never a constant holding the table.
+        # The first save added a few ops (slices, or the one op handing over views); never a
+        # constant holding the table.
         added = [op for op in g.get_operations() if op.name.startswith("embstore_save")]
         assert added and not [op.name for op in added
                               if op.type == "Const" and op.outputs[0].shape.num_elements() > 2]
@@ -64,6 +74,40 @@ def test_graph_mode_after_training(tmp_path, embstore_bin, partitions):
     assert np.array_equal(embstore.load(tmp_path / "h.emb", dtype="native"),
                           first.astype(np.float16))
     assert run([embstore_bin, "verify", tmp_path / "t.emb"]).returncode == 0
+
+
+@pytest.mark.parametrize("partitions", [0, 3])
+def test_graph_mode_saves_one_snapshot_while_training_goes_on(tmp_path, partitions):
+    # A host variable is saved from a zero-copy view taken in one step: training steps run
+    # between the chunks (from the progress callback) change the variable, not what is saved.
+    g, var, ids, step, whole = _train_graph(partitions)
+    with tf.compat.v1.Session(graph=g) as s:
+        s.run(tf.compat.v1.global_variables_initializer())
+        want = s.run(whole)
+        calls = []
+
+        def progress(done, total):
+            calls.append(done)
+            s.run(step, {ids: np.arange(len(calls) % 7, ROWS, 7)})  # rows of every chunk
+
+        embstore.tf.save(s, var, tmp_path / "t.emb", chunk_rows=1000, progress=progress)
+        after = s.run(whole)
+    assert len(calls) >= 6 and not np.array_equal(after, want)
+    assert np.array_equal(embstore.load(tmp_path / "t.emb"), want)
+
+
+def test_eager_saves_one_snapshot_while_training_goes_on(tmp_path):
+    v = tf.Variable(np.random.default_rng(4).standard_normal((ROWS, DIM)).astype(np.float32))
+    want = v.numpy()
+    for i, save in enumerate([lambda p, progress: embstore.tf.save(None, v, p, chunk_rows=999,
+                                                                   progress=progress),
+                              lambda p, progress: embstore.save(v, p, chunk_rows=999,
+                                                                progress=progress)]):
+        before = v.numpy()
+        save(tmp_path / f"{i}.emb", lambda done, total: v.assign_add(tf.ones_like(v)))
+        assert not np.array_equal(v.numpy(), before)
+        assert np.array_equal(embstore.load(tmp_path / f"{i}.emb"), before)
+    assert not np.array_equal(before, want)
 
 
 def test_graph_mode_in_a_finalized_graph(tmp_path):
@@ -77,7 +121,7 @@ def test_graph_mode_in_a_finalized_graph(tmp_path):
     assert np.array_equal(embstore.load(tmp_path / "t.emb"), want)
 
 
-def test_eager_and_sharded_variables(tmp_path):
+def test_eager_and_sharded_variables(tmp_path, zero_copy):
     v = tf.Variable(np.random.default_rng(2).standard_normal((ROWS, DIM)).astype(np.float32))
     opt = tf.keras.optimizers.SGD(0.5)
     with tf.GradientTape() as tape:

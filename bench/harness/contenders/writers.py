@@ -7,9 +7,10 @@ memory above what the process held before it is measured (VmHWM reset just befor
   what np.save promises);
 - embstore.torch.save of a torch tensor (durable=False, as np.save), against np.save of the
   same tensor (tensor.numpy()) in a process that holds torch too;
-- embstore.tf.save of a TF1 graph-mode variable (durable=False) (session.run of slices, a chunk at a time),
-  against what users do today: session.run(variable) then np.save; and against np.save alone
-  of the variable's value, fetched before the clock starts, in a process that holds TF too.
+- embstore.tf.save of a TF1 graph-mode variable (durable=False; a host variable is read as a
+  zero-copy view), against what users do today: session.run(variable) then np.save; and against
+  np.save alone of the variable's value, fetched before the clock starts, in a process that
+  holds TF too.
 
 Page-cache writes on a virtual machine cost what the memory they land in costs: pages freed
 moments ago are cheap, memory the guest has not touched (or gave back to its host) is not, and
