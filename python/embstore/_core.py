@@ -109,7 +109,10 @@ class Source:
         table, connecting included, when it is shorter than rpc_timeout."""
         if table is not None and not isinstance(table, str):
             raise InvalidArgumentError(f"table name must be a string, not {type(table).__name__}")
-        key = (table, bool(local))
+        # `local` only changes how a server's (or a manifest's servers') tables are read: a file
+        # or an object opened once serves both, instead of being opened (for an object: its
+        # header and checksums fetched) again.
+        key = (table, bool(local) or self.kind not in ("server", "manifest"))
         src = self._sources.get(key)
         if src is None:
             src = _native.Source.open(self.location, table, self._connect, bool(local),

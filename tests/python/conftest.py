@@ -254,6 +254,10 @@ def check_sync_from(url_of, embstore_bin, tmp_path, env=None):
     r = run([embstore_bin, "pull", "--from", url, "--out", local], env=env)
     assert r.returncode == 0, r.stderr
     copy = embstore.load(url)
+    # One opening of the object serves every read of a Source: local= (which only servers
+    # heed) does not open it again (its header and checksums fetched twice before).
+    src = embstore.Source.resolve(url)
+    assert src.table(None, local=False) is src.table(None) is src.table(None, local=True)
     saved = embstore.save(new, url, force=True)
     assert saved["delta_rows"] == len(ids), saved["delta_skipped"]
     s = embstore.update(copy, url)
