@@ -287,7 +287,8 @@ class ObjectSource final : public RowSource {
     if (!frame.ok()) return nullptr;
     transferred_ += frame->fetched;
     delta_bytes_ += frame->fetched;
-    // Checked on the frame, and again on the file (the object may be replaced in between).
+    // Checked on the frame, and again on the file the rows were added to (the same version:
+    // its rows are read from the version the frame came from).
     const auto ours = [&](const std::map<std::string, std::string>& meta) {
       const auto of = meta.find(std::string(store::kMetaDeltaOf));
       return of != meta.end() && of->second == store::ContentIdHex(desc_.content_id);
@@ -298,7 +299,7 @@ class ObjectSource final : public RowSource {
     const std::string path = (*scratch)->File("delta.emb");
     objstore::TransferOptions o;
     o.verify = true;
-    auto got = objstore::DownloadTable(*store_, at, path, o);
+    auto got = objstore::DownloadTable(*store_, at, *info, *frame, path, o);
     if (!got.ok()) return nullptr;
     transferred_ += got->bytes;
     delta_bytes_ += got->bytes;

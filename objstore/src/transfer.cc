@@ -140,14 +140,15 @@ Status WriteTableFrame(int fd, const TableFrame& frame, std::uint64_t size,
   return WriteAllAt(fd, frame.tail_offset(), frame.tail, what);
 }
 
-Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
-                                    const std::string& dest, const TransferOptions& o) {
-  const auto start = Clock::now();
-  EMBSTORE_ASSIGN_OR_RETURN(ObjectInfo info, store.Stat(url));
-  EMBSTORE_ASSIGN_OR_RETURN(auto file, CreateDestination(dest, info.size, url, o.overwrite));
+namespace {
+
+// DownloadTable once the object's frame is here: the frame written into `file` (a new file of
+// the object's size), then the rows, each part checked, then the keys; `file` committed.
+Result<TransferStats> DownloadRows(ObjectStore& store, const ObjectUrl& url,
+                                   const ObjectInfo& info, const TableFrame* frame,
+                                   AtomicFile* file, const std::string& dest,
+                                   const TransferOptions& o, Clock::time_point start) {
   const std::string& temp = file->temp_path();
-  auto frame = FetchTableFrame(store, url, info);
-  if (!frame.ok()) return ReplacedDuringDownload(frame.status(), url, info, dest);
   EMBSTORE_RETURN_NOT_OK(file->WriteAt(0, frame->head));
   EMBSTORE_RETURN_NOT_OK(file->WriteAt(frame->tail_offset(), frame->tail));
   // The frame in place, the file is a table whose rows are still zeros: store::Table reads the
@@ -202,6 +203,28 @@ Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
   opened->reset();
   EMBSTORE_RETURN_NOT_OK(file->Commit());
   return Stats(info, start);
+}
+
+}  // namespace
+
+Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
+                                    const std::string& dest, const TransferOptions& o) {
+  const auto start = Clock::now();
+  EMBSTORE_ASSIGN_OR_RETURN(ObjectInfo info, store.Stat(url));
+  EMBSTORE_ASSIGN_OR_RETURN(auto file, CreateDestination(dest, info.size, url, o.overwrite));
+  auto frame = FetchTableFrame(store, url, info);
+  if (!frame.ok()) return ReplacedDuringDownload(frame.status(), url, info, dest);
+  return DownloadRows(store, url, info, &*frame, file.get(), dest, o, start);
+}
+
+Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
+                                    const ObjectInfo& info, const TableFrame& frame,
+                                    const std::string& dest, const TransferOptions& o) {
+  const auto start = Clock::now();
+  EMBSTORE_ASSIGN_OR_RETURN(auto file, CreateDestination(dest, info.size, url, o.overwrite));
+  auto got = DownloadRows(store, url, info, &frame, file.get(), dest, o, start);
+  if (got.ok()) got->bytes -= frame.head.size() + frame.tail.size();  // fetched by the caller
+  return got;
 }
 
 Result<TransferStats> DownloadObject(ObjectStore& store, const ObjectUrl& url,

@@ -57,6 +57,11 @@ Status WriteTableFrame(int fd, const TableFrame& frame, std::uint64_t size,
 
 Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
                                     const std::string& dest, const TransferOptions& options = {});
+// The same for a caller that has Stat'ed the object and fetched its frame already (to look at
+// its header first): the frame is not fetched again, and `bytes` counts the rows fetched here.
+Result<TransferStats> DownloadTable(ObjectStore& store, const ObjectUrl& url,
+                                    const ObjectInfo& info, const TableFrame& frame,
+                                    const std::string& dest, const TransferOptions& options = {});
 // Only the bytes, as DownloadTable does them, without the table checks (for any object).
 Result<TransferStats> DownloadObject(ObjectStore& store, const ObjectUrl& url,
                                      const std::string& dest, const TransferOptions& options = {});
