@@ -114,7 +114,9 @@ Result<LoadStats> CopyRowIdsFromTable(const store::Table& t, const TableDesc& de
 Result<RowDigest> DigestOfTable(const store::Table& t) {
   RowDigest d;
   d.stored = t.has_row_hashes();
-  d.verified = !d.stored;  // computed from verified rows
+  // Computed from verified rows, or stored with a checksum that matches.
+  EMBSTORE_ASSIGN_OR_RETURN(const bool checked, t.CheckRowHashesChecksum());
+  d.verified = !d.stored || checked;
   d.row_hashes.resize(t.rows());
   EMBSTORE_RETURN_NOT_OK(t.RowHashes(0, t.rows(), d.row_hashes));
   d.block_checksums.resize(t.num_blocks());

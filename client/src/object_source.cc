@@ -135,6 +135,12 @@ class ObjectSource final : public RowSource {
     for (std::uint64_t b = 0; b < t.num_blocks(); ++b) d.block_checksums[b] = t.BlockChecksum(b);
     if (t.has_row_hashes()) {
       d.stored = true;
+      // With the checksum written beside them, the row hashes are the writer's: the sync
+      // compares rows by them without checking every block of its result (each row fetched is
+      // checked against its hash on arrival, CopyRowIds).
+      auto checked = t.CheckRowHashesChecksum();
+      if (!checked.ok()) return Named(checked.status());
+      d.verified = *checked;
       d.row_hashes.resize(t.rows());
       for (std::uint64_t r = 0; r < t.rows(); ++r) d.row_hashes[r] = t.StoredRowHash(r);
       Delta(static_cast<std::uint64_t>(objstore::kMaxDeltaFraction *

@@ -331,8 +331,9 @@ Result<std::optional<Delta>> PlanDelta(RowSource& src, std::span<const std::byte
   stats->fetch_seconds = Since(phase);
   phase = Clock::now();
   // Every block of the result, checked (on every core) before anything is applied, unless the
-  // source vouches for its hashes (a server checked them against verified rows): then the rows
-  // whose hashes match are the source's, and each fetched row was checked on arrival.
+  // source vouches for its hashes (a server checked them against verified rows, or the table's
+  // stored ones match the checksum written with them): then the rows whose hashes match are the
+  // source's, and each fetched row was checked on arrival.
   const Patched result(base, rb, br, delta.ids, delta.fetched.span());
   std::vector<std::uint8_t> differs(d.num_blocks, 0);
   Parallel(delta.digest.verified && stats->by_rows ? 0 : d.num_blocks, 16,

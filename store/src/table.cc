@@ -527,6 +527,20 @@ Status Table::VerifyRowHashes(std::uint64_t begin, std::uint64_t end) const {
   return CheckIntact();
 }
 
+Result<bool> Table::CheckRowHashesChecksum() const {
+  if (row_hashes_ == nullptr) return false;
+  const auto stored = metadata_.find(std::string(kMetaRowHashesChecksum));
+  if (stored == metadata_.end()) return false;
+  const std::string got = ContentIdHex(Checksum64({row_hashes_, 8 * rows_}));
+  EMBSTORE_RETURN_NOT_OK(CheckIntact());
+  if (got != stored->second) {
+    return Status::Corruption("'" + path_ + "': the row hashes do not match their checksum (" +
+                              std::string(kMetaRowHashesChecksum) + " " + stored->second +
+                              ", computed " + got + "): row_hashes is corrupt");
+  }
+  return true;
+}
+
 Status Table::VerifyRowHashesOnce() const {
   if (row_hashes_verified_.load(std::memory_order_acquire)) return Status::OK();
   EMBSTORE_RETURN_NOT_OK(VerifyRowsOnce(0, rows_));
@@ -548,6 +562,7 @@ Status Table::VerifyAll(const ProgressFn& progress) const {
       return Status::Cancelled("verification of '" + path_ + "' cancelled");
     }
   }
+  EMBSTORE_RETURN_NOT_OK(CheckRowHashesChecksum().status());
   return VerifyKeys();
 }
 

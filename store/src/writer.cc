@@ -269,6 +269,10 @@ Status TableWriter::Init() {
     metadata_.emplace_back(kMetaSourceSize, std::to_string(options_.source->size));
     metadata_.emplace_back(kMetaSourceMtime, Rfc3339Utc(options_.source->mtime_unix));
   }
+  if (options_.row_hashes) {
+    // Its value is known at Finish; the placeholder has its width, for the header's reserve.
+    metadata_.emplace_back(kMetaRowHashesChecksum, ContentIdHex(0));
+  }
   if (options_.delta_of) {
     metadata_.emplace_back(kMetaDeltaOf, ContentIdHex(options_.delta_of->of));
     metadata_.emplace_back(kMetaDeltaBase, ContentIdHex(options_.delta_of->base));
@@ -725,6 +729,11 @@ Status TableWriter::Finish() {
   const std::uint64_t data_end = data_start_ + rows_ * row_bytes_;
   Status st = WriteTail(data_end);
   if (!st.ok()) return Fail(st);
+  if (options_.row_hashes) {
+    for (auto& [k, v] : metadata_) {
+      if (k == kMetaRowHashesChecksum) v = ContentIdHex(Checksum64(AsBytes(row_hashes_)));
+    }
+  }
 
   HeaderContent header{
       metadata_, Tensors(options_.dtype, rows_, options_.dim, checksums_.size(),

@@ -22,8 +22,10 @@ namespace embstore::store {
 namespace {
 
 using testing::MakeKeys;
+using testing::ReadFile;
 using testing::RandomMatrix;
 using testing::TempDir;
+using testing::WriteFile;
 using testing::WriteTable;
 
 WriterOptions Opts(std::uint64_t dim, DType dtype = DType::kF32) {
@@ -477,6 +479,65 @@ TEST(WriterRowHashes, StoredHashesAreEachRowsXxh3AndVersion3) {
   std::vector<float> row1(3);
   std::memcpy(row1.data(), (*(*t)->RowBytes(1, 2)).data(), 12);
   EXPECT_EQ(row1[0], 9.0f);
+  // The checksum of the final row hashes (row 1's rewritten one included) is stored with them.
+  EXPECT_EQ((*t)->metadata().at(std::string(kMetaRowHashesChecksum)),
+            ContentIdHex(Checksum64(std::as_bytes(std::span<const std::uint64_t>(got)))));
+  auto checked = (*t)->CheckRowHashesChecksum();
+  ASSERT_TRUE(checked.ok()) << checked.status().ToString();
+  EXPECT_TRUE(*checked);
+}
+
+TEST(WriterRowHashes, TheirChecksumCatchesAChangedHashAndIsOptional) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/h.emb";
+  WriterOptions o = Opts(4);
+  o.row_hashes = true;
+  {
+    auto w = TableWriter::Create(path, o);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AppendRowsF32(RandomMatrix(100, 4, 3)).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  std::uint64_t at = 0;  // where row 7's stored hash lies in the file
+  {
+    auto t = Table::Open(path);
+    ASSERT_TRUE(t.ok());
+    const std::uint64_t h = (*t)->StoredRowHash(7);
+    std::string bytes = ReadFile(path);
+    at = bytes.find(std::string(reinterpret_cast<const char*>(&h), 8));
+    ASSERT_NE(at, std::string::npos);
+  }
+  {
+    std::string bytes = ReadFile(path);
+    bytes[at + 3] ^= 0x10;
+    WriteFile(path, bytes);
+  }
+  auto t = Table::Open(path);
+  ASSERT_TRUE(t.ok()) << t.status().ToString();  // opening does not read them
+  auto checked = (*t)->CheckRowHashesChecksum();
+  ASSERT_EQ(checked.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(checked.status().message().find("row hashes do not match their checksum"),
+            std::string::npos) << checked.status().message();
+  EXPECT_NE(checked.status().message().find(path), std::string::npos);
+  // Tables without row hashes, and those written before the checksum existed, have none.
+  o.row_hashes = false;
+  {
+    auto w = TableWriter::Create(dir + "/plain.emb", o);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AppendRowsF32(RandomMatrix(10, 4, 3)).ok());
+    ASSERT_TRUE((*w)->Finish().ok());
+  }
+  auto plain = Table::Open(dir + "/plain.emb");
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE((*plain)->metadata().count(std::string(kMetaRowHashesChecksum)));
+  EXPECT_FALSE(*(*plain)->CheckRowHashesChecksum());
+  const std::string here = __FILE__;
+  const std::string golden =
+      here.substr(0, here.rfind("/store/src/")) + "/tests/data/golden_v3_bf16.emb";
+  auto old = Table::Open(golden);
+  ASSERT_TRUE(old.ok()) << old.status().ToString();
+  ASSERT_TRUE((*old)->has_row_hashes());
+  EXPECT_FALSE(*(*old)->CheckRowHashesChecksum());
 }
 
 // The matrix of another table moved in by the kernel, a few rows patched, checksums and row hashes

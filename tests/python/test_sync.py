@@ -126,7 +126,7 @@ def test_a_version_change_mid_sync_leaves_the_copy_as_it_was(server):
     assert not copy.any()
 
 
-def test_wrong_row_hashes_cost_a_block_never_a_wrong_row(tmp_path, embstore_bin):
+def test_wrong_row_hashes_are_refused_or_cost_a_block_never_a_wrong_row(tmp_path, embstore_bin):
     old, new, ids = versions(4)
     embstore.save(old, tmp_path / "old.emb")
     embstore.save(new, tmp_path / "new.emb")
@@ -142,10 +142,32 @@ def test_wrong_row_hashes_cost_a_block_never_a_wrong_row(tmp_path, embstore_bin)
         f.write(stale)
     v = run([embstore_bin, "verify", tmp_path / "new.emb"])
     assert v.returncode == 1 and f"hash of row {r} does not match" in v.stderr, v.stderr
+    # The checksum written with the row hashes no longer matches: the sync refuses the table,
+    # naming it, and leaves the copy as it was.
     copy = old.copy()
+    with pytest.raises(errors.CorruptionError, match="row hashes do not match their checksum"):
+        embstore.update(copy, tmp_path / "new.emb")
+    assert np.array_equal(copy, old)
+    # A table written before that checksum existed (the entry taken out of its header, which
+    # keeps its length): the sync checks every block of its result and fetches the one that the
+    # wrong hash hid.
+    _drop_metadata(tmp_path / "new.emb", "embstore.row_hashes.checksum")
     s = embstore.update(copy, tmp_path / "new.emb")
     assert np.array_equal(copy, new)
     assert s["refetched_blocks"] == 1 and s["changed_rows"] == len(ids) - 1
+
+
+def _drop_metadata(path, key):
+    """Takes `key` out of a table file's header metadata in place, the header padded with spaces
+    to its old length (safetensors allows them)."""
+    with open(path, "r+b") as f:
+        (n,) = struct.unpack("<Q", f.read(8))
+        header = json.loads(f.read(n))
+        del header["__metadata__"][key]
+        text = json.dumps(header, separators=(",", ":")).encode()
+        assert len(text) <= n
+        f.seek(8)
+        f.write(text + b" " * (n - len(text)))
 
 
 def test_shape_or_dtype_changes_mean_a_full_fetch(tmp_path):

@@ -65,8 +65,9 @@ struct RowDigest {
   std::vector<std::uint64_t> block_checksums;  // one per checksum block
   bool stored = false;     // the row hashes came from the table's row_hashes tensor
   // The row hashes were checked against rows that passed their block checksums (a server's, or
-  // computed here from verified rows): a sync may trust them. Stored hashes read from a file or
-  // an object are not: a sync then checks every block of its result.
+  // computed here from verified rows), or are stored ones whose checksum matches (a file's or an
+  // object's, store::Table::CheckRowHashesChecksum): a sync may trust them. Stored hashes
+  // without that checksum are not: a sync then checks every block of its result.
   bool verified = false;
   std::uint64_t bytes = 0;  // bytes brought here to get them
   // Bytes of rows brought with the digest, for the sync's CopyRowIds to come (an object's delta,

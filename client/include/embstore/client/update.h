@@ -6,7 +6,9 @@
 // (RowSource::CopyRowIds, each row checked), and then check every checksum block of the result
 // against the source's block checksums; a block that still differs (a hash collision, a copy
 // damaged in memory) is fetched whole. So the result is the source's version, verified, whatever
-// the copy held. Without row hashes at the source (an object whose table stores none), whole
+// the copy held. That last check is left out when the source's row hashes are trusted
+// (RowDigest::verified: a server computed them from verified rows, or the table stores them with
+// a checksum that matches): each row is then the source's by its hash. Without row hashes at the source (an object whose table stores none), whole
 // blocks whose checksums differ are fetched instead.
 //
 // A source that changes version mid-sync is FailedPrecondition (the source pins its version), and

@@ -51,6 +51,9 @@ inline constexpr std::string_view kMetaSourceMtime = "embstore.source.mtime";  /
 // version whose changed rows it holds and of the version those rows replaced.
 inline constexpr std::string_view kMetaDeltaOf = "embstore.delta.of";
 inline constexpr std::string_view kMetaDeltaBase = "embstore.delta.base";
+// "Row hashes": XXH3-64 (seed 0) of the row_hashes tensor's bytes, 16 lowercase hex digits
+// (ContentIdHex), written with them; optional (tables written before it have none).
+inline constexpr std::string_view kMetaRowHashesChecksum = "embstore.row_hashes.checksum";
 // Every metadata key outside the "embstore." prefix belongs to the user.
 inline constexpr std::string_view kReservedMetaPrefix = "embstore.";
 

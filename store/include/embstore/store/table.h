@@ -137,6 +137,12 @@ class Table {
   // Checks the stored row hashes of rows [begin, end) against the rows (OK without any):
   // Corruption naming the first row whose hash differs.
   Status VerifyRowHashes(std::uint64_t begin, std::uint64_t end) const;
+  // The stored row hashes against the checksum their writer stored with them
+  // (kMetaRowHashesChecksum; one pass over 8 bytes a row): true when it matches, false when the
+  // table has no row hashes or no such checksum (written before it existed), Corruption naming
+  // the file when it does not match. Matching hashes are the writer's: a delta sync may compare
+  // rows by them without checking every block of its result (client/update.h).
+  Result<bool> CheckRowHashesChecksum() const;
   // Every block (VerifyRowsOnce) and every stored row hash against its row, once per Table: after
   // the first success it returns OK at once. What a server does before it vouches for the row
   // hashes it sends (PROTOCOL.md, "Row hashes").
