@@ -305,6 +305,7 @@ class ObjectSource final : public RowSource {
     const std::string path = (*scratch)->File("delta.emb");
     objstore::TransferOptions o;
     o.verify = true;
+    o.durable = false;  // a scratch file, gone with this source
     auto got = objstore::DownloadTable(*store_, at, *info, *frame, path, o);
     if (!got.ok()) return nullptr;
     transferred_ += got->bytes;

@@ -201,7 +201,7 @@ Result<TransferStats> DownloadRows(ObjectStore& store, const ObjectUrl& url,
     }
   }
   opened->reset();
-  EMBSTORE_RETURN_NOT_OK(file->Commit());
+  EMBSTORE_RETURN_NOT_OK(file->Commit(o.durable));
   return Stats(info, start);
 }
 

@@ -59,6 +59,9 @@ struct TransferOptions {
   std::uint64_t part_bytes = 16ull << 20;  // at least 5 MiB for S3 uploads (S3's minimum part)
   bool overwrite = false;                  // downloads: replace an existing `dest`
   bool verify = true;                      // downloads: check every block before publishing
+  // Downloads: fsync the file before it is published; false for a scratch copy that does not
+  // outlive the process (a sync's delta object), where waiting for the disk buys nothing.
+  bool durable = true;
   // Bytes done of total; return false to cancel (Cancelled). Called from the calling thread.
   std::function<bool(std::uint64_t done, std::uint64_t total)> progress;
 };
