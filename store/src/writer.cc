@@ -452,6 +452,13 @@ Status TableWriter::AppendMatrixFrom(int fd, std::uint64_t offset, std::uint64_t
   if (!shared.ok()) return Fail(shared.status());
   matrix_given_ = true;
   matrix_shared_ = *shared;
+  if (matrix_shared_) {
+    struct stat st;
+    fs_block_ = ::fstat(file_->fd(), &st) == 0 && st.st_blksize > 0
+                    ? static_cast<std::uint64_t>(st.st_blksize) : 4096;
+    source_fd_ = fd;
+    source_offset_ = offset;
+  }
   rows_ = rows;
   flushed_ = rows * row_bytes_;
   checksums_ = std::move(checksums);
@@ -470,8 +477,59 @@ Status TableWriter::PatchRows(std::uint64_t first_row, std::span<const std::byte
         " bytes at row " + std::to_string(first_row) + " of " + std::to_string(rows_) +
         (matrix_given_ ? " rows" : " rows (PatchRows needs AppendMatrixFrom first)")));
   }
-  Status st = file_->WriteAt(data_start_ + first_row * row_bytes_, encoded);
+  const std::uint64_t at = data_start_ + first_row * row_bytes_, end = at + encoded.size();
+  const std::uint64_t matrix_end = data_start_ + rows_ * row_bytes_;
+  const std::uint64_t lo = at / fs_block_ * fs_block_;
+  if (!matrix_shared_ || encoded.empty() || lo < std::max(patched_end_, data_start_) ||
+      (!patch_.empty() && lo < patch_at_)) {
+    // A copied matrix (its blocks are this file's own), or rows behind what was written (out
+    // of order): written as they are, the filesystem merging them into what is there.
+    // Nothing later may widen over these bytes: a row can end past the last block written.
+    if (!patch_.empty()) EMBSTORE_RETURN_NOT_OK(FlushPatch());
+    Status st = file_->WriteAt(at, encoded);
+    if (!st.ok()) return Fail(st);
+    if (matrix_shared_) patched_end_ = std::max(patched_end_, end);
+    return Status::OK();
+  }
+  const std::uint64_t hi = std::min(matrix_end, (end + fs_block_ - 1) / fs_block_ * fs_block_);
+  if (!patch_.empty() && lo > patch_at_ + patch_.size()) EMBSTORE_RETURN_NOT_OK(FlushPatch());
+  if (patch_.empty()) {
+    patch_at_ = lo;
+    patch_.resize(hi - lo);
+    EMBSTORE_RETURN_NOT_OK(ReadSource(lo, patch_));
+  } else if (hi > patch_at_ + patch_.size()) {
+    const std::uint64_t have = patch_.size();
+    patch_.resize(hi - patch_at_);
+    EMBSTORE_RETURN_NOT_OK(ReadSource(patch_at_ + have, std::span(patch_).subspan(have)));
+  }
+  std::memcpy(patch_.data() + (at - patch_at_), encoded.data(), encoded.size());
+  if (patch_.size() >= kBufferBytes) EMBSTORE_RETURN_NOT_OK(FlushPatch());
+  return Status::OK();
+}
+
+Status TableWriter::ReadSource(std::uint64_t file_offset, std::span<std::byte> out) {
+  const std::uint64_t from = source_offset_ + (file_offset - data_start_);
+  for (std::size_t got = 0; got < out.size();) {
+    const ssize_t r = ::pread(source_fd_, out.data() + got, out.size() - got,
+                              static_cast<off_t>(from + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) {
+      return Fail(r < 0 ? Status::FromErrno("table '" + path_ + "': read the rows around a "
+                                            "changed one from the old file", errno)
+                        : Status::IOError("table '" + path_ + "': the old file ended early "
+                                          "(truncated underneath?)"));
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  return Status::OK();
+}
+
+Status TableWriter::FlushPatch() {
+  if (patch_.empty()) return Status::OK();
+  Status st = file_->WriteAt(patch_at_, patch_);
   if (!st.ok()) return Fail(st);
+  patched_end_ = patch_at_ + patch_.size();
+  patch_.clear();
   return Status::OK();
 }
 
@@ -698,6 +756,7 @@ Status TableWriter::Finish() {
                                         " rows but " + std::to_string(key_ends_.size()) + " keys"));
   }
   EMBSTORE_RETURN_NOT_OK(FlushBuffer());
+  EMBSTORE_RETURN_NOT_OK(FlushPatch());
   EMBSTORE_RETURN_NOT_OK(WaitHelper());
   helper_.reset();
   if (block_fill_ > 0) {
@@ -761,6 +820,7 @@ void TableWriter::Abort() {
   if (file_) file_->Abort();
   file_.reset();
   buffer_.clear();
+  patch_.clear();
 }
 
 }  // namespace embstore::store

@@ -129,11 +129,17 @@ class TableWriter {
   // PatchRows then writes the rows that changed. The caller computed (and checked) the final
   // block checksums and row hashes; they are stored as given, so nothing is read back. Only on a
   // writer with no rows yet; rows cannot be appended after it. Sizes are checked: `checksums`
-  // holds one per block, `row_hashes` one per row (ignored without options.row_hashes).
+  // holds one per block, `row_hashes` one per row (ignored without options.row_hashes). Where
+  // the extents are shared, `fd` must stay open until Finish() or Abort(): PatchRows reads the
+  // unchanged rows around a changed one from it.
   Status AppendMatrixFrom(int fd, std::uint64_t offset, std::uint64_t rows,
                           std::vector<std::uint64_t> checksums,
                           std::vector<std::uint64_t> row_hashes);
   // Writes rows [first_row, first_row + n) of a matrix given by AppendMatrixFrom, bytes only.
+  // Over shared extents the rows go out in whole filesystem blocks, the unchanged bytes around
+  // them read from the other file (consecutive calls in row order join into one write): a write
+  // of part of a shared block makes the filesystem read the block first, one synchronous read
+  // per changed row.
   Status PatchRows(std::uint64_t first_row, std::span<const std::byte> encoded);
   // Whether AppendMatrixFrom shared the extents (false: the kernel copied the bytes).
   bool matrix_shared() const { return matrix_shared_; }
@@ -200,6 +206,17 @@ class TableWriter {
   std::vector<std::uint64_t> dirty_blocks_;  // rewritten by OverwriteRows; rehashed at Finish
   bool matrix_given_ = false;   // AppendMatrixFrom: checksums and row hashes came with it
   bool matrix_shared_ = false;  // ... and its extents are shared with the file they came from
+  // PatchRows over shared extents: the pending run of whole blocks `patch_` at file offset
+  // `patch_at_`, the source of the unchanged bytes (`source_fd_`, its matrix at
+  // `source_offset_`), the block size, and the end of what was written so far.
+  int source_fd_ = -1;
+  std::uint64_t source_offset_ = 0;
+  std::uint64_t fs_block_ = 0;
+  std::uint64_t patch_at_ = 0;
+  std::vector<std::byte> patch_;
+  std::uint64_t patched_end_ = 0;
+  Status FlushPatch();
+  Status ReadSource(std::uint64_t file_offset, std::span<std::byte> out);
   std::string key_bytes_;
   std::vector<std::uint64_t> key_ends_;  // end offset of each key in key_bytes_
   // AppendKeyedRows' open-addressing index of the keys so far (row numbers, kEmptySlot where
