@@ -103,6 +103,23 @@ namespace {
 
 constexpr std::size_t kBufferBytes = 4u << 20;
 
+// Reads all of `out` from `fd` at `offset`. `what` says what was read, for the error: errno's, or
+// "... ended N bytes early (truncated underneath?)".
+Status PreadFull(int fd, std::uint64_t offset, std::span<std::byte> out, const std::string& what) {
+  for (std::size_t got = 0; got < out.size();) {
+    const ssize_t r =
+        ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Status::FromErrno(what, errno);
+    if (r == 0) {
+      return Status::IOError(what + ": the file ended " + std::to_string(out.size() - got) +
+                             " bytes early (truncated underneath?)");
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  return Status::OK();
+}
+
 std::uint64_t KeySlotsFor(std::uint64_t rows) {
   // A load factor of at most 1/2 keeps linear probing short; at least one slot always stays empty
   // so a lookup always terminates (docs/FORMAT.md, "Keys").
@@ -508,19 +525,10 @@ Status TableWriter::PatchRows(std::uint64_t first_row, std::span<const std::byte
 }
 
 Status TableWriter::ReadSource(std::uint64_t file_offset, std::span<std::byte> out) {
-  const std::uint64_t from = source_offset_ + (file_offset - data_start_);
-  for (std::size_t got = 0; got < out.size();) {
-    const ssize_t r = ::pread(source_fd_, out.data() + got, out.size() - got,
-                              static_cast<off_t>(from + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) {
-      return Fail(r < 0 ? Status::FromErrno("table '" + path_ + "': read the rows around a "
-                                            "changed one from the old file", errno)
-                        : Status::IOError("table '" + path_ + "': the old file ended early "
-                                          "(truncated underneath?)"));
-    }
-    got += static_cast<std::size_t>(r);
-  }
+  Status st = PreadFull(
+      source_fd_, source_offset_ + (file_offset - data_start_), out,
+      "table '" + path_ + "': read the rows around a changed one from the old file");
+  if (!st.ok()) return Fail(st);
   return Status::OK();
 }
 
@@ -771,17 +779,10 @@ Status TableWriter::Finish() {
     std::uint64_t first = b * block_rows_;
     std::uint64_t n = std::min(block_rows_, rows_ - first) * row_bytes_;
     block.resize(n);
-    std::uint64_t got = 0;
-    while (got < n) {
-      ssize_t r = ::pread(file_->fd(), block.data() + got, n - got,
-                          static_cast<off_t>(data_start_ + first * row_bytes_ + got));
-      if (r <= 0) {
-        if (r < 0 && errno == EINTR) continue;
-        return Fail(Status::IOError("table '" + path_ + "': cannot read back block " +
-                                    std::to_string(b) + " of '" + temp_path_ + "'"));
-      }
-      got += static_cast<std::uint64_t>(r);
-    }
+    Status read = PreadFull(file_->fd(), data_start_ + first * row_bytes_, block,
+                            "table '" + path_ + "': cannot read back block " + std::to_string(b) +
+                                " of '" + temp_path_ + "'");
+    if (!read.ok()) return Fail(read);
     checksums_[b] = Checksum64(block);
   }
 

@@ -708,7 +708,8 @@ TEST(WriterMatrixFrom, SharesExtentsWhereTheFilesystemReflinks) {
   }
   const std::string sub = dir + "/writer-matrix-from";
   ::mkdir(sub.c_str(), 0755);
-  for (const auto& [dim, plan] : {std::pair{5, PatchPlan(FewRows)}, {17, PatchPlan(StraddlingRows)}}) {
+  for (const auto& [dim, plan] :
+       {std::pair{5, PatchPlan(FewRows)}, {17, PatchPlan(StraddlingRows)}}) {
     MatrixFromCase(sub, true, 70001, dim, plan);
     for (const char* f : {"/old.emb", "/ref.emb", "/new.emb"}) std::remove((sub + f).c_str());
   }

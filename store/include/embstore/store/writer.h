@@ -130,7 +130,7 @@ class TableWriter {
   // block checksums and row hashes; they are stored as given, so nothing is read back. Only on a
   // writer with no rows yet; rows cannot be appended after it. Sizes are checked: `checksums`
   // holds one per block, `row_hashes` one per row (ignored without options.row_hashes). Where
-  // the extents are shared, `fd` must stay open until Finish() or Abort(): PatchRows reads the
+  // the extents are shared, `fd` must stay open while PatchRows is called: it reads the
   // unchanged rows around a changed one from it.
   Status AppendMatrixFrom(int fd, std::uint64_t offset, std::uint64_t rows,
                           std::vector<std::uint64_t> checksums,
