@@ -713,6 +713,41 @@ TEST(WriterMatrixFrom, SharesExtentsWhereTheFilesystemReflinks) {
     MatrixFromCase(sub, true, 70001, dim, plan);
     for (const char* f : {"/old.emb", "/ref.emb", "/new.emb"}) std::remove((sub + f).c_str());
   }
+  // The old file truncated underneath: the rows around a changed one cannot be read. The error
+  // names the table and says so, and the new file never appears.
+  {
+    const std::uint64_t rows = 5000, dim = 16;
+    ASSERT_TRUE(WriteTable(sub + "/old.emb", RandomMatrix(rows, dim, 3), dim, DType::kF32,
+                           nullptr, 64)
+                    .ok());
+    auto old = Table::Open(sub + "/old.emb");
+    ASSERT_TRUE(old.ok());
+    WriterOptions o = Opts(dim);
+    o.block_rows = 64;
+    o.row_hashes = true;
+    auto w = TableWriter::Create(sub + "/new.emb", o);
+    ASSERT_TRUE(w.ok());
+    ASSERT_TRUE((*w)->AppendMatrixFrom((*old)->fd(), (*old)->data_offset(), rows,
+                                       std::vector<std::uint64_t>((*old)->num_blocks()),
+                                       std::vector<std::uint64_t>(rows))
+                    .ok());
+    ASSERT_TRUE((*w)->matrix_shared());
+    ASSERT_EQ(::truncate((sub + "/old.emb").c_str(),
+                         static_cast<off_t>((*old)->data_offset() + 100 * dim * 4)),
+              0);
+    const std::vector<std::byte> row(dim * 4, std::byte{7});
+    Status st = (*w)->PatchRows(4000, row);
+    ASSERT_FALSE(st.ok());
+    EXPECT_NE(st.ToString().find("new.emb"), std::string::npos) << st.ToString();
+    EXPECT_NE(st.ToString().find("read the rows around a changed one from the old file"),
+              std::string::npos) << st.ToString();
+    EXPECT_NE(st.ToString().find("truncated underneath"), std::string::npos) << st.ToString();
+    EXPECT_FALSE((*w)->Finish().ok());
+    w->reset();
+    old->reset();
+    EXPECT_EQ(CountEntries(sub), 1);  // old.emb: nothing of new.emb, no temporary file
+    std::remove((sub + "/old.emb").c_str());
+  }
   ::rmdir(sub.c_str());
 }
 
