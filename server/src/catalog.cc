@@ -12,6 +12,7 @@
 #include <cstring>
 #include <set>
 
+#include "embstore/store/checksum.h"
 #include "embstore/store/names.h"
 
 namespace embstore::server {
@@ -41,6 +42,50 @@ Status TableEntry::CheckIntact() const {
                               "never rewritten in place)");
   }
   return Status::OK();
+}
+
+Status TableEntry::GroupHashes(std::uint64_t group_rows, std::uint64_t first,
+                               std::span<std::uint64_t> out) const {
+  const store::Table& t = *table_;
+  const std::uint64_t total = group_rows == 0 ? 0 : (t.rows() + group_rows - 1) / group_rows;
+  if (group_rows == 0 || first > total || out.size() > total - first) {
+    return Status::InvalidArgument("hashes of groups [" + std::to_string(first) + ", " +
+                                   std::to_string(first + out.size()) + ") of " +
+                                   std::to_string(group_rows) + " rows of table '" + name_ +
+                                   "', which has " + std::to_string(total));
+  }
+  if (group_rows >= kMinCachedGroupRows) {
+    std::lock_guard lock(groups_mu_);
+    if (group_hashes_ == nullptr || group_rows_ != group_rows) {
+      std::vector<std::uint64_t> all(total);
+      EMBSTORE_RETURN_NOT_OK(ComputeGroupHashes(group_rows, 0, all));
+      group_rows_ = group_rows;
+      group_hashes_ = std::make_shared<const std::vector<std::uint64_t>>(std::move(all));
+    }
+    std::copy_n(group_hashes_->begin() + first, out.size(), out.begin());
+    return Status::OK();
+  }
+  return ComputeGroupHashes(group_rows, first, out);
+}
+
+Status TableEntry::ComputeGroupHashes(std::uint64_t group_rows, std::uint64_t first,
+                                      std::span<std::uint64_t> out) const {
+  const store::Table& t = *table_;
+  const std::uint64_t begin = first * group_rows;
+  const std::uint64_t end = std::min(t.rows(), (first + out.size()) * group_rows);
+  // The row hashes a few groups at a time, through a buffer that stays in cache.
+  const std::uint64_t step = group_rows * std::max<std::uint64_t>(1, 8192 / group_rows);
+  std::vector<std::uint64_t> hashes(std::min(step, end - begin));
+  for (std::uint64_t at = begin; at < end; at += step) {
+    const std::uint64_t count = std::min(step, end - at);
+    const std::span<std::uint64_t> part(hashes.data(), count);
+    EMBSTORE_RETURN_NOT_OK(t.RowHashes(at, at + count, part));
+    for (std::uint64_t row = 0; row < count; row += group_rows) {
+      const std::uint64_t len = std::min(count - row, group_rows);
+      out[(at - begin + row) / group_rows] = store::RowGroupHash(part.subspan(row, len));
+    }
+  }
+  return CheckIntact();
 }
 
 Catalog::Catalog(CatalogOptions options, CatalogEventFn on_event)

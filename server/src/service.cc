@@ -362,23 +362,17 @@ Result<v1::RowHashesResponse> Service::RowHashes(const v1::RowHashesRequest& r) 
                     std::span<std::uint64_t>(reinterpret_cast<std::uint64_t*>(bytes->data()), n))
             .WithContext(Quote(r.table())));
   } else {
+    // Groups begin at begin_row, a multiple of group_rows (TableEntry::GroupHashes keeps them
+    // with the loaded version).
     const std::uint64_t groups = (n + group_rows - 1) / group_rows;
     std::string* bytes = out.mutable_group_hashes();
     bytes->resize(groups * 8);
-    auto* g = reinterpret_cast<std::uint64_t*>(bytes->data());
-    // The row hashes a few groups at a time, through a buffer that stays in cache.
-    const std::uint64_t step = group_rows * std::max<std::uint64_t>(1, 8192 / group_rows);
-    std::vector<std::uint64_t> hashes(std::min(step, n));
-    for (std::uint64_t at = 0; at < n; at += step) {
-      const std::uint64_t count = std::min(step, n - at);
-      const std::span<std::uint64_t> part(hashes.data(), count);
-      EMBSTORE_RETURN_NOT_OK(t.RowHashes(r.begin_row() + at, r.begin_row() + at + count, part)
-                                 .WithContext(Quote(r.table())));
-      for (std::uint64_t first = 0; first < count; first += group_rows) {
-        const std::uint64_t len = std::min(count - first, group_rows);
-        g[(at + first) / group_rows] = store::RowGroupHash(part.subspan(first, len));
-      }
-    }
+    EMBSTORE_RETURN_NOT_OK(
+        entry
+            ->GroupHashes(group_rows, r.begin_row() / group_rows,
+                          std::span<std::uint64_t>(
+                              reinterpret_cast<std::uint64_t*>(bytes->data()), groups))
+            .WithContext(Quote(r.table())));
   }
   EMBSTORE_RETURN_NOT_OK(entry->CheckIntact());
   if (n > 0) {

@@ -416,6 +416,53 @@ TEST_F(ServiceTest, RowHashesComeOneARowOrOneAGroupOfRows) {
   bad([](auto& r) { r.set_group_rows(1); r.add_groups(0); }, "need group_rows of 2 or more");
 }
 
+TEST_F(ServiceTest, GroupHashesKeptWithAVersionMatchTheRowsOfThatVersion) {
+  // Groups of 16 rows or more are computed once per loaded version and kept (TableEntry).
+  auto group_hashes = [&](const TableSpec& spec, std::uint64_t group_rows, std::uint64_t first,
+                          std::uint64_t last) {
+    std::vector<std::uint64_t> row(spec.rows);
+    for (std::uint64_t r = 0; r < spec.rows; ++r) {
+      const std::string bytes = ExpectedRowBytes(spec, r, r + 1);
+      row[r] = store::Checksum64(std::as_bytes(std::span(bytes.data(), bytes.size())));
+    }
+    std::vector<std::uint64_t> out;
+    for (std::uint64_t at = first; at < last; at += group_rows) {
+      const std::uint64_t end = std::min(last, at + group_rows);
+      out.push_back(store::RowGroupHash(std::span(row).subspan(at, end - at)));
+    }
+    return out;
+  };
+  auto ask = [&](std::uint64_t group_rows, std::uint64_t begin, std::optional<std::uint64_t> end) {
+    v1::RowHashesRequest req;
+    req.set_table("words");
+    req.set_group_rows(group_rows);
+    req.set_begin_row(begin);
+    if (end) req.set_end_row(*end);
+    auto r = service_->RowHashes(req);
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    std::vector<std::uint64_t> h(r.ok() ? r->group_hashes().size() / 8 : 0);
+    if (r.ok()) std::memcpy(h.data(), r->group_hashes().data(), h.size() * 8);
+    return h;
+  };
+  // 1000 rows: 63 groups of 16, the last one 8 rows. Asked twice (the second time from what was
+  // kept), then a range, then another size (which replaces what is kept), then 16 again.
+  EXPECT_EQ(ask(16, 0, std::nullopt), group_hashes(spec_, 16, 0, 1000));
+  EXPECT_EQ(ask(16, 0, std::nullopt), group_hashes(spec_, 16, 0, 1000));
+  EXPECT_EQ(ask(16, 32, 64), group_hashes(spec_, 16, 32, 64));
+  EXPECT_EQ(ask(16, 992, std::nullopt), group_hashes(spec_, 16, 992, 1000));
+  EXPECT_EQ(ask(32, 64, std::nullopt), group_hashes(spec_, 32, 64, 1000));
+  EXPECT_EQ(ask(16, 16, 48), group_hashes(spec_, 16, 16, 48));
+
+  // A new version of the table gets its own.
+  TableSpec v2 = spec_;
+  v2.salt = 9;
+  ASSERT_TRUE(WriteTestTable(dir_.File("words.emb"), v2).ok());
+  ASSERT_TRUE(catalog_->Refresh().ok());
+  const auto fresh = ask(16, 0, std::nullopt);
+  EXPECT_EQ(fresh, group_hashes(v2, 16, 0, 1000));
+  EXPECT_NE(fresh, group_hashes(spec_, 16, 0, 1000));
+}
+
 TEST_F(ServiceTest, StreamsKeysInRowOrder) {
   v1::StreamKeysRequest req;
   req.set_table("words");
