@@ -460,5 +460,40 @@ TEST_F(RowSourceTest, AServerSyncLooksUpTheChangedRowsWhileTheCopyIsHashed) {
   EXPECT_EQ(c->wire_bytes, ids.size() * rb);
 }
 
+TEST_F(RowSourceTest, ASyncTakesTheCopysHashesBegunBeforeTheSourceWasOpened) {
+  const std::uint64_t rows = 50000, dim = 4, rb = dim * 4;
+  const std::string path = Write("t", rows, dim, DType::kF32, 1024);
+  Serve();
+  const std::vector<std::byte> table = Expected(path, 0, rows, false);
+  std::vector<std::byte> copy = table;
+  for (std::uint64_t r : {std::uint64_t{7}, std::uint64_t{40000}}) copy[r * rb] ^= std::byte{2};
+  EXPECT_EQ(CopyHashes::Start(copy, 0), nullptr);
+
+  // Begun first, then the source opened: the sync uses them.
+  auto started = CopyHashes::Start(copy, rb);
+  ASSERT_NE(started, nullptr);
+  EXPECT_TRUE(started->Covers(copy, rb));
+  EXPECT_FALSE(started->Covers(copy, 2 * rb));
+  EXPECT_FALSE(started->Covers(std::span<const std::byte>(copy).first(copy.size() - rb), rb));
+  auto src = *OpenServerSource(Connect(), "t", /*allow_local=*/false);
+  auto s = UpdateInPlace(*src, copy, ReadOptions(), std::move(started));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(copy, table);
+  EXPECT_EQ(s->changed_rows, 2u);
+
+  // Hashes of other bytes (or rows of another size) are left aside and the copy hashed afresh:
+  // here they would say nothing changed.
+  std::vector<std::byte> other = table;
+  copy[123 * rb] ^= std::byte{4};
+  src = *OpenServerSource(Connect(), "t", false);
+  s = UpdateInPlace(*src, copy, ReadOptions(), CopyHashes::Start(other, rb));
+  ASSERT_TRUE(s.ok()) << s.status().ToString();
+  EXPECT_EQ(copy, table);
+  EXPECT_EQ(s->changed_rows, 1u);
+
+  // Dropped unused (the source could not be opened), they stop.
+  for (int i = 0; i < 20; ++i) CopyHashes::Start(copy, rb).reset();
+}
+
 }  // namespace
 }  // namespace embstore::client

@@ -23,7 +23,114 @@
 #include "embstore/store/writer.h"
 
 namespace embstore::client {
+// XXH3-64 of each `rb`-byte row of `rows`, while the source is opened and its digest arrives.
+// The rows go out in chunks, in row order, from a shared counter: every core but one hashes from
+// the start (the transfer needs a core: on 2 cores, hashing on both while the digest came made a
+// sync from a local server slower), and the caller hashes too whenever it waits for rows
+// (WaitUpTo, Join) instead of sleeping (in memory from a local server: 0.053-0.058 s against
+// 0.058-0.065 s with the rows split between the other cores up front). Chunks finish in about row
+// order, so a source can compare the first rows' hashes, and ask for what differs there, while
+// the rest are hashed (ServerSource::DigestAgainst).
+class CopyHashes::Hasher {
+ public:
+  // The hashes' vector is sized by the first helper, so that the caller goes on at once (zeroing
+  // 7.5 MB of new memory took 5 ms here).
+  Hasher(std::span<const std::byte> rows, std::size_t rb)
+      : rows_(rows), rb_(rb), n_(rows.size() / rb),
+        chunks_((n_ + kChunkRows - 1) / kChunkRows), done_(chunks_, 0) {
+    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+    const std::uint64_t helpers = std::max<std::uint64_t>(
+        1, std::min<std::uint64_t>(std::max(1u, cores - 1), chunks_));
+    for (std::uint64_t t = 0; t < helpers; ++t) {
+      pool_.emplace_back([this, t] {
+        if (t == 0) {
+          hashes_.resize(n_);
+          sized_.count_down();
+        }
+        Work(chunks_);
+      });
+    }
+  }
+  Hasher(const Hasher&) = delete;
+  Hasher& operator=(const Hasher&) = delete;
+  // Unused hashes are abandoned: the helpers stop after the chunk they are on.
+  ~Hasher() {
+    next_.store(chunks_);
+    for (auto& th : pool_) th.join();
+  }
+
+  bool Covers(std::span<const std::byte> rows, std::size_t rb) const {
+    return rows.data() == rows_.data() && rows.size() == rows_.size() && rb == rb_;
+  }
+
+  // Rows [0, upto) hashed (hashing on the calling thread meanwhile); all of them, sized n.
+  std::span<const std::uint64_t> WaitUpTo(std::uint64_t upto) {
+    const std::uint64_t need = (std::min(upto, n_) + kChunkRows - 1) / kChunkRows;
+    Work(need);
+    std::unique_lock lock(mu_);
+    finished_.wait(lock, [&] { return ordered_ >= need; });
+    return hashes_;
+  }
+
+  // Every row's hash, hashing on the calling thread until no chunk is left.
+  std::vector<std::uint64_t> Take() {
+    WaitUpTo(n_);
+    for (auto& th : pool_) th.join();
+    pool_.clear();
+    return std::move(hashes_);
+  }
+
+ private:
+  static constexpr std::uint64_t kChunkRows = 8192;
+
+  // Takes chunks until none is left or (for a caller waiting for rows) the chunks below `need`
+  // are all taken.
+  void Work(std::uint64_t need) {
+    sized_.wait();
+    while (true) {
+      if (next_.load(std::memory_order_relaxed) >= need) return;
+      const std::uint64_t c = next_++;
+      if (c >= chunks_) return;
+      const std::uint64_t hi = std::min<std::uint64_t>(n_, (c + 1) * kChunkRows);
+      for (std::uint64_t r = c * kChunkRows; r < hi; ++r) {
+        hashes_[r] = store::Checksum64(rows_.subspan(r * rb_, rb_));
+      }
+      std::lock_guard lock(mu_);
+      done_[c] = 1;
+      while (ordered_ < chunks_ && done_[ordered_]) ++ordered_;
+      finished_.notify_all();
+    }
+  }
+
+  std::span<const std::byte> rows_;
+  std::size_t rb_;
+  std::uint64_t n_;
+  std::uint64_t chunks_;
+  std::vector<std::uint64_t> hashes_;
+  std::latch sized_{1};
+  std::atomic<std::uint64_t> next_{0};
+  std::mutex mu_;
+  std::condition_variable finished_;
+  std::vector<std::uint8_t> done_;  // guarded by mu_
+  std::uint64_t ordered_ = 0;       // chunks [0, ordered_) are hashed; guarded by mu_
+  std::vector<std::thread> pool_;
+};
+
+CopyHashes::CopyHashes(std::unique_ptr<Hasher> hasher) : hasher_(std::move(hasher)) {}
+CopyHashes::~CopyHashes() = default;
+
+std::unique_ptr<CopyHashes> CopyHashes::Start(std::span<const std::byte> rows,
+                                              std::size_t row_bytes) {
+  if (row_bytes == 0) return nullptr;
+  return std::unique_ptr<CopyHashes>(new CopyHashes(std::make_unique<Hasher>(rows, row_bytes)));
+}
+
+bool CopyHashes::Covers(std::span<const std::byte> rows, std::size_t row_bytes) const {
+  return hasher_->Covers(rows, row_bytes);
+}
+
 namespace {
+
 
 using Clock = std::chrono::steady_clock;
 
@@ -45,89 +152,6 @@ void Parallel(std::uint64_t n, std::uint64_t min_per_thread, Fn fn) {
   fn(std::uint64_t{0}, n / threads);
   for (auto& th : pool) th.join();
 }
-
-// XXH3-64 of each `rb`-byte row of `rows` into `out`, while the source's digest arrives. The rows
-// go out in chunks, in row order, from a shared counter: every core but one hashes from the start
-// (the transfer needs a core: on 2 cores, hashing on both while the digest came made a sync from a
-// local server slower), and the caller hashes too whenever it waits for rows (WaitUpTo, Join)
-// instead of sleeping (in memory from a local server: 0.053-0.058 s against 0.058-0.065 s with
-// the rows split between the other cores up front). Chunks finish in about row order, so a
-// source can compare the first rows' hashes, and ask for what differs there, while the rest are
-// hashed (ServerSource::DigestAgainst).
-class RowHasher {
- public:
-  // `out` is sized to one hash a row by the first helper, so that the caller's digest request
-  // goes out at once (zeroing 7.5 MB of new memory took 5 ms here).
-  RowHasher(std::span<const std::byte> rows, std::size_t rb, std::vector<std::uint64_t>* out)
-      : rows_(rows), rb_(rb), out_(out), n_(rows.size() / rb),
-        chunks_((n_ + kChunkRows - 1) / kChunkRows), done_(chunks_, 0) {
-    const unsigned cores = std::max(1u, std::thread::hardware_concurrency());
-    const std::uint64_t helpers = std::max<std::uint64_t>(
-        1, std::min<std::uint64_t>(std::max(1u, cores - 1), chunks_));
-    for (std::uint64_t t = 0; t < helpers; ++t) {
-      pool_.emplace_back([this, t] {
-        if (t == 0) {
-          out_->resize(n_);
-          sized_.count_down();
-        }
-        Work(chunks_);
-      });
-    }
-  }
-  RowHasher(const RowHasher&) = delete;
-  RowHasher& operator=(const RowHasher&) = delete;
-  ~RowHasher() { Join(); }
-
-  // Returns once rows [0, upto) are hashed, hashing on the calling thread meanwhile.
-  void WaitUpTo(std::uint64_t upto) {
-    const std::uint64_t need = (std::min(upto, n_) + kChunkRows - 1) / kChunkRows;
-    Work(need);
-    std::unique_lock lock(mu_);
-    finished_.wait(lock, [&] { return ordered_ >= need; });
-  }
-
-  // Hashes on the calling thread until no chunk is left, then waits for the helpers.
-  void Join() {
-    WaitUpTo(n_);
-    for (auto& th : pool_) th.join();
-    pool_.clear();
-  }
-
- private:
-  static constexpr std::uint64_t kChunkRows = 8192;
-
-  // Takes chunks until none is left or (for a caller waiting for rows) the chunks below `need`
-  // are all taken.
-  void Work(std::uint64_t need) {
-    sized_.wait();
-    while (true) {
-      if (next_.load(std::memory_order_relaxed) >= need) return;
-      const std::uint64_t c = next_++;
-      if (c >= chunks_) return;
-      const std::uint64_t hi = std::min<std::uint64_t>(n_, (c + 1) * kChunkRows);
-      for (std::uint64_t r = c * kChunkRows; r < hi; ++r) {
-        (*out_)[r] = store::Checksum64(rows_.subspan(r * rb_, rb_));
-      }
-      std::lock_guard lock(mu_);
-      done_[c] = 1;
-      while (ordered_ < chunks_ && done_[ordered_]) ++ordered_;
-      finished_.notify_all();
-    }
-  }
-
-  std::span<const std::byte> rows_;
-  std::size_t rb_;
-  std::vector<std::uint64_t>* out_;
-  std::uint64_t n_;
-  std::uint64_t chunks_;
-  std::latch sized_{1};
-  std::atomic<std::uint64_t> next_{0};
-  std::mutex mu_;
-  std::condition_variable finished_;
-  std::vector<std::uint8_t> done_;  // guarded by mu_
-  std::uint64_t ordered_ = 0;       // chunks [0, ordered_) are hashed; guarded by mu_
-  std::vector<std::thread> pool_;
-};
 
 // The rows to fetch: those whose hash differs from the source's, or (without row hashes) every
 // row of the blocks whose checksum differs.
@@ -295,7 +319,8 @@ struct Delta {
 
 // nullopt when the source has no digest (stats->needs_full says why).
 Result<std::optional<Delta>> PlanDelta(RowSource& src, std::span<const std::byte> base,
-                                       const ReadOptions& options, UpdateStats* stats) {
+                                       const ReadOptions& options, UpdateStats* stats,
+                                       std::unique_ptr<CopyHashes::Hasher> hasher = nullptr) {
   const TableDesc& d = src.desc();
   const std::size_t rb = d.row_bytes;
   const std::uint64_t br = d.block_rows;
@@ -304,15 +329,12 @@ Result<std::optional<Delta>> PlanDelta(RowSource& src, std::span<const std::byte
   // The copy's row hashes while the source's digest is on its way (most sources have row hashes;
   // without them the blocks are compared instead); a source that compares group hashes first
   // waits for them.
-  RowHasher hasher(base, rb, &delta.local);
+  if (hasher == nullptr || !hasher->Covers(base, rb)) {
+    hasher = std::make_unique<CopyHashes::Hasher>(base, rb);
+  }
   auto digest_or = DigestOf(
-      src,
-      [&](std::uint64_t upto) -> std::span<const std::uint64_t> {
-        hasher.WaitUpTo(upto);
-        return delta.local;
-      },
-      stats);
-  hasher.Join();
+      src, [&](std::uint64_t upto) { return hasher->WaitUpTo(upto); }, stats);
+  delta.local = hasher->Take();
   stats->digest_seconds = Since(start);
   EMBSTORE_ASSIGN_OR_RETURN(auto digest, std::move(digest_or));
   if (!digest) return std::optional<Delta>();
@@ -375,7 +397,8 @@ Status ForEachPatch(const Delta& delta, std::size_t rb, std::uint64_t br, Put pu
 }  // namespace
 
 Result<UpdateStats> UpdateInPlace(RowSource& src, std::span<std::byte> rows,
-                                  const ReadOptions& options) {
+                                  const ReadOptions& options,
+                                  std::unique_ptr<CopyHashes> started) {
   const auto start = Clock::now();
   const TableDesc& d = src.desc();
   UpdateStats stats = StatsFor(d);
@@ -387,7 +410,9 @@ Result<UpdateStats> UpdateInPlace(RowSource& src, std::span<std::byte> rows,
                         " (" + std::to_string(stats.table_bytes) + " bytes)";
     return stats;
   }
-  EMBSTORE_ASSIGN_OR_RETURN(auto delta, PlanDelta(src, rows, options, &stats));
+  EMBSTORE_ASSIGN_OR_RETURN(
+      auto delta, PlanDelta(src, rows, options, &stats,
+                            started != nullptr ? std::move(started->hasher_) : nullptr));
   if (!delta) return stats;
   EMBSTORE_RETURN_NOT_OK(ForEachPatch(
       *delta, d.row_bytes, d.block_rows,

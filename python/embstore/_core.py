@@ -168,12 +168,13 @@ class Source:
             t.verify_rows(begin, end)
         return t.view().view(numpy_dtype(t.dtype)).reshape(t.rows, t.dim)[begin:end]
 
-    def update_into(self, table, out, *, streams=0, timeout=0.0, local=True):
+    def update_into(self, table, out, *, streams=0, timeout=0.0, local=True, started=None):
         """Brings `out` (the table's shape, its stored dtype) up to this source's version by the
         rows that differ (client/update.h); returns the sync's statistics. needs_full in them
-        (with full_reason) means nothing was done."""
+        (with full_reason) means nothing was done. `started`: _native.CopyHashes of out, made before
+        this source was opened."""
         options = _native.ReadOptions(streams=int(streams or 0), timeout=float(timeout or 0.0))
-        return self.table(table, local).update_into(out.view(np.uint8), options)
+        return self.table(table, local).update_into(out.view(np.uint8), options, started)
 
     def copy_keys(self, table, keys, out, to_f32, *, verify=True, local=True):
         """The rows of `keys` into `out` ([len(keys), dim], the stored dtype, or float32 with
@@ -448,16 +449,20 @@ def _update(out, source, table=None, *, streams=0, timeout=None, local=True, **c
     source cannot be compared (a shard manifest): then nothing was done.
     """
     src = Source.resolve(source, **connect)
-    desc = src.describe(table, local, timeout=timeout)
     if (not isinstance(out, np.ndarray) or not out.flags.c_contiguous or
             not out.flags.writeable):
         raise InvalidArgumentError("update needs out= as a C-contiguous, writable numpy array")
+    # Hashing out's rows is most of the work: it starts now, while the source is opened.
+    started = (_native.CopyHashes(out.view(np.uint8), out.shape[1] * out.itemsize)
+               if out.ndim == 2 and out.size > 0 else None)
+    desc = src.describe(table, local, timeout=timeout)
     want = numpy_dtype(desc["dtype"])
     if out.shape != (desc["rows"], desc["dim"]) or out.dtype != want:
         return {"needs_full": True, "up_to_date": False, "shape_changed": True,
                 "full_reason": f"out= is {out.shape} {out.dtype}; {src.where(desc)} is now "
                                f"({desc['rows']}, {desc['dim']}) {want}"}
-    return src.update_into(table, out, streams=streams, timeout=timeout or 0.0, local=local)
+    return src.update_into(table, out, streams=streams, timeout=timeout or 0.0, local=local,
+                           started=started)
 
 
 update = _update  # the public name; load() has a parameter of the same name

@@ -241,6 +241,20 @@ struct PyReadOptions {
 
 // One table at any location (client::OpenSource, the resolver): described once, then read chunk
 // by chunk into buffers Python owns, with the GIL released.
+// A copy's row hashes begun before its source is opened (client::CopyHashes), so that hashing
+// overlaps connecting and describing; holds the array until UpdateInto takes the hashes over.
+class PyCopyHashes {
+ public:
+  PyCopyHashes(OutArray rows, std::size_t row_bytes)
+      : rows_(rows), hashes_(client::CopyHashes::Start(Bytes(rows_), row_bytes)) {}
+
+  std::unique_ptr<client::CopyHashes> Take() { return std::move(hashes_); }
+
+ private:
+  OutArray rows_;  // a reference to the array, kept while its bytes are hashed
+  std::unique_ptr<client::CopyHashes> hashes_;
+};
+
 class PySource {
  public:
   static PySource Open(const std::string& location, const std::optional<std::string>& table,
@@ -295,11 +309,14 @@ class PySource {
 
   // Brings `out` (the table's rows in its own dtype, an earlier version) up to this source's
   // version by the rows that differ (client::UpdateInPlace); `out` is untouched on error.
-  nb::dict UpdateInto(OutArray out, const PyReadOptions& options) {
+  // `started`: the copy's hashes, begun before the source was opened (used when they are of
+  // `out`'s bytes at the table's row size).
+  nb::dict UpdateInto(OutArray out, const PyReadOptions& options, PyCopyHashes* started) {
     client::ReadOptions o = options.ToNative();
     std::span<std::byte> dst = Bytes(out);
-    const client::UpdateStats s =
-        WithoutGil([&] { return client::UpdateInPlace(*source_, dst, o); });
+    std::unique_ptr<client::CopyHashes> hashes = started ? started->Take() : nullptr;
+    const client::UpdateStats s = WithoutGil(
+        [&] { return client::UpdateInPlace(*source_, dst, o, std::move(hashes)); });
     nb::dict d;
     d["up_to_date"] = s.up_to_date;
     d["needs_full"] = s.needs_full;
@@ -858,6 +875,8 @@ nb::object TakeZeroPages(const AnyArray& donor, std::size_t nbytes) {
 NB_MODULE(_native, m) {
   using embstore::python::PyConnectOptions;
   using embstore::python::PyReadOptions;
+  using embstore::python::OutArray;
+  using embstore::python::PyCopyHashes;
   using embstore::python::PySource;
   using embstore::python::PyTable;
   m.doc() = "Native core of the embstore package (embstore::client and embstore::store).";
@@ -949,6 +968,9 @@ NB_MODULE(_native, m) {
       .def_rw("chunk_bytes", &PyReadOptions::chunk_bytes)
       .def_rw("max_attempts", &PyReadOptions::max_attempts);
 
+  nb::class_<PyCopyHashes>(m, "CopyHashes")
+      .def(nb::init<OutArray, std::size_t>(), "rows"_a, "row_bytes"_a);
+
   nb::class_<PySource>(m, "Source")
       .def_static("open", &PySource::Open, "location"_a, "table"_a, "connect"_a,
                   "allow_local"_a = true, "open_timeout"_a = 0.0)
@@ -959,7 +981,8 @@ NB_MODULE(_native, m) {
       .def("read_into", &PySource::ReadInto, "begin"_a, "end"_a, "out"_a, "options"_a,
            "progress"_a = nb::none())
       .def("copy_keys", &PySource::CopyKeys, "keys"_a, "out"_a, "options"_a)
-      .def("update_into", &PySource::UpdateInto, "out"_a, "options"_a)
+      .def("update_into", &PySource::UpdateInto, "out"_a, "options"_a,
+           "started"_a = nb::none())
       .def("keys", &PySource::Keys, "begin"_a = 0, "end"_a = nb::none());
 
   nb::class_<embstore::python::PyWriter>(m, "Writer")

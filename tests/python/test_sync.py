@@ -188,6 +188,20 @@ def test_shape_or_dtype_changes_mean_a_full_fetch(tmp_path):
         embstore.load(tmp_path / "t.emb", update=True)
 
 
+def test_a_source_that_cannot_be_opened_leaves_the_copy_and_stops_its_hashing(tmp_path):
+    # The copy's rows are hashed from the start, while the source is opened; when it cannot be,
+    # the error comes, the hashing stops with it, and the copy is as it was.
+    from conftest import _free_port
+    old, _, _ = versions(6)
+    copy = old.copy()
+    for _ in range(3):
+        with pytest.raises(errors.UnavailableError):
+            embstore.update(copy, f"127.0.0.1:{_free_port()}", "t", timeout=5)
+    with pytest.raises(errors.NotFoundError):
+        embstore.update(copy, tmp_path / "missing.emb")
+    assert np.array_equal(copy, old)
+
+
 def test_pull_update_writes_the_new_version_atomically(server, tmp_path, embstore_bin):
     old, new, ids = versions(6)
     embstore.save(old, server.store / "t.emb")

@@ -157,6 +157,8 @@ Result<std::unique_ptr<Client>> Client::Connect(const ConnectOptions& options) {
   }
   // Row chunks stay under 4 MiB, but lookups of many rows may be larger.
   c->impl_->base_args.SetMaxReceiveMessageSize(64 << 20);
+  // Lookups and hash replies (a sync's) are read into buffers as large as a stream's.
+  internal::KeepReceiveBuffersForReuse();
   c->impl_->control =
       grpc::CreateCustomChannel(options.target, c->impl_->creds, c->impl_->base_args);
   c->impl_->stub = v1::EmbStore::NewStub(c->impl_->control);

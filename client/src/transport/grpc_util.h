@@ -40,8 +40,9 @@ Result<std::shared_ptr<grpc::ChannelCredentials>> MakeCredentials(const ConnectO
 void PrepareContext(grpc::ClientContext* ctx, const ConnectOptions& o,
                     std::optional<std::chrono::steady_clock::time_point> deadline, bool unary);
 
-// Once per process, before the first row stream: asks glibc to keep freed memory for reuse
-// (grpc_util.cc says why). Does nothing where the user tuned glibc's allocator or another
+// Once per process, when a client connects and before the first row stream: asks glibc to keep
+// freed memory for reuse (grpc_util.cc says why; a sync's lookups and hash replies are read the
+// same way). Does nothing where the user tuned glibc's allocator or another
 // allocator is in use.
 void KeepReceiveBuffersForReuse();
 

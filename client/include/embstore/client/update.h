@@ -17,6 +17,7 @@
 #define EMBSTORE_CLIENT_UPDATE_H_
 
 #include <cstdint>
+#include <memory>
 #include <span>
 #include <string>
 
@@ -54,12 +55,39 @@ struct UpdateStats {
   std::uint64_t moved() const { return digest_bytes + row_bytes_moved; }
 };
 
+// A copy's row hashes (XXH3-64 of each row), computed in the background from the moment Start
+// returns: a caller that still has to open the source (connect, describe the table) starts them
+// first, so that hashing the copy, most of an in-memory sync's work, overlaps that. Hand it to
+// UpdateInPlace with the same bytes; destroying it unused stops the hashing.
+class CopyHashes {
+ public:
+  // `rows` stays valid and unchanged until the CopyHashes is destroyed or handed over.
+  static std::unique_ptr<CopyHashes> Start(std::span<const std::byte> rows,
+                                           std::size_t row_bytes);
+  ~CopyHashes();
+  CopyHashes(const CopyHashes&) = delete;
+  CopyHashes& operator=(const CopyHashes&) = delete;
+
+  // Whether these are the hashes of `rows` cut into rows of `row_bytes` bytes.
+  bool Covers(std::span<const std::byte> rows, std::size_t row_bytes) const;
+
+  class Hasher;  // private to update.cc
+
+ private:
+  explicit CopyHashes(std::unique_ptr<Hasher> hasher);
+  friend Result<UpdateStats> UpdateInPlace(RowSource&, std::span<std::byte>, const ReadOptions&,
+                                           std::unique_ptr<CopyHashes>);
+  std::unique_ptr<Hasher> hasher_;
+};
+
 // `rows` holds the source table's rows x row_bytes bytes in its own dtype (an earlier version);
 // afterwards it holds the source's version. needs_full when the sizes differ or the source has no
 // digest (rows untouched). On error `rows` is left as it was: fetched rows are applied only
-// once every block of the result has passed.
+// once every block of the result has passed. `started`: the copy's hashes begun earlier
+// (CopyHashes::Start on these bytes); used when they cover `rows` at the table's row size.
 Result<UpdateStats> UpdateInPlace(RowSource& source, std::span<std::byte> rows,
-                                  const ReadOptions& options = {});
+                                  const ReadOptions& options = {},
+                                  std::unique_ptr<CopyHashes> started = nullptr);
 
 struct UpdateFileOptions {
   ReadOptions read;
