@@ -458,6 +458,28 @@ TEST_F(RowSourceTest, AServerSyncLooksUpTheChangedRowsWhileTheCopyIsHashed) {
   c = src->CopyRowIds(ids, got, ReadOptions());
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(c->wire_bytes, ids.size() * rb);
+
+  // HoldRowIds hands the looked-up rows over where they arrived, the others in a piece of their
+  // own; a file source's come in one piece.
+  d = src->DigestAgainst([&](std::uint64_t) -> std::span<const std::uint64_t> { return hashes; });
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  auto file = *OpenFileSource(path);
+  for (RowSource* from : {src.get(), file.get()}) {
+    HeldRows held;
+    auto h = from->HoldRowIds(ids, &held, ReadOptions());
+    ASSERT_TRUE(h.ok()) << h.status().ToString();
+    ASSERT_EQ(held.rows.size(), ids.size());
+    for (std::size_t k = 0; k < ids.size(); ++k) {
+      EXPECT_TRUE(std::equal(held.rows[k], held.rows[k] + rb, table.begin() + ids[k] * rb))
+          << from->kind() << " row " << ids[k];
+    }
+    if (from == src.get()) {
+      EXPECT_EQ(h->wire_bytes, 2 * rb);
+      EXPECT_EQ(held.pieces.size(), 3u);  // two segments looked up, and rows 6 and 123456
+    } else {
+      EXPECT_EQ(held.pieces.size(), 1u);
+    }
+  }
 }
 
 TEST_F(RowSourceTest, ASyncTakesTheCopysHashesBegunBeforeTheSourceWasOpened) {

@@ -130,7 +130,7 @@ class ServerSource final : public RowSource {
   // By id, pinned to the version opened: each row comes with its checksum, which is checked. Rows
   // that DigestAgainst looked up already are taken from there (once).
   Result<LoadStats> CopyRowIds(std::span<const std::uint64_t> ids, std::span<std::byte> out,
-                               const ReadOptions&) override {
+                               const ReadOptions& options) override {
     if (local_) return internal::CopyRowIdsFromTable(local_->table(), desc_, ids, out);
     const std::size_t rb = desc_.row_bytes;
     if (out.size() != ids.size() * rb) {
@@ -138,6 +138,18 @@ class ServerSource final : public RowSource {
                                      " rows of table '" + desc_.name + "' holds " +
                                      std::to_string(out.size()) + " bytes");
     }
+    HeldRows held;
+    EMBSTORE_ASSIGN_OR_RETURN(LoadStats s, HoldRowIds(ids, &held, options));
+    for (std::size_t k = 0; k < ids.size(); ++k) std::memcpy(out.data() + k * rb, held.rows[k], rb);
+    return s;
+  }
+
+  // The rows DigestAgainst looked up stay in the memory they arrived in (taken once); the rest
+  // are looked up into one more piece.
+  Result<LoadStats> HoldRowIds(std::span<const std::uint64_t> ids, HeldRows* held,
+                               const ReadOptions& options) override {
+    if (local_) return RowSource::HoldRowIds(ids, held, options);
+    const std::size_t rb = desc_.row_bytes;
     std::vector<Prefetched> ready;
     {
       std::lock_guard lock(mu_);
@@ -150,6 +162,8 @@ class ServerSource final : public RowSource {
     }
     std::sort(have.begin(), have.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
+    held->rows.assign(ids.size(), nullptr);
+    held->pieces.clear();
     std::vector<std::uint64_t> rest;
     std::vector<std::size_t> rest_at;
     auto h = have.begin();
@@ -157,24 +171,24 @@ class ServerSource final : public RowSource {
       h = std::lower_bound(h, have.end(), ids[i],
                            [](const auto& row, std::uint64_t id) { return row.first < id; });
       if (h != have.end() && h->first == ids[i]) {
-        std::memcpy(out.data() + i * rb, h->second, rb);
+        held->rows[i] = h->second;
       } else {
         rest.push_back(ids[i]);
         rest_at.push_back(i);
       }
     }
+    for (Prefetched& p : ready) held->pieces.push_back(std::move(p.rows));
     LoadStats s;
     s.rows = ids.size();
-    s.bytes = out.size();
+    s.bytes = ids.size() * rb;
     s.content_id = desc_.content_id;
     if (rest.empty()) return s;
-    std::vector<std::byte> fetched(rest.size() * rb);
+    std::unique_ptr<std::byte[]> piece(new std::byte[rest.size() * rb]);  // written whole
     std::uint64_t wire = 0;
-    EMBSTORE_RETURN_NOT_OK(client_->LookupRowsInto(desc_.name, rest, desc_.content_id, rb,
-                                                   fetched, &wire));
-    for (std::size_t k = 0; k < rest.size(); ++k) {
-      std::memcpy(out.data() + rest_at[k] * rb, fetched.data() + k * rb, rb);
-    }
+    EMBSTORE_RETURN_NOT_OK(client_->LookupRowsInto(
+        desc_.name, rest, desc_.content_id, rb, std::span(piece.get(), rest.size() * rb), &wire));
+    for (std::size_t k = 0; k < rest.size(); ++k) held->rows[rest_at[k]] = piece.get() + k * rb;
+    held->pieces.push_back(std::move(piece));
     s.wire_bytes = wire;
     transferred_ += wire;
     return s;

@@ -179,14 +179,14 @@ std::vector<std::uint64_t> RowsToFetch(const RowDigest& d, std::span<const std::
 }
 
 // The result of a sync before it is applied: `base` (the copy's rows) with the rows `ids` taken
-// from `fetched` and whole blocks from `blocks`.
+// from `fetched` (row ids[k] at fetched[k]).
 class Patched {
  public:
-  Patched(std::span<const std::byte> base, std::size_t rb, std::uint64_t block_rows,
-          std::span<const std::uint64_t> ids, std::span<const std::byte> fetched)
-      : base_(base), rb_(rb), br_(block_rows), ids_(ids), fetched_(fetched) {}
+  Patched(std::span<const std::byte> base, std::size_t rb, std::span<const std::uint64_t> ids,
+          std::span<const std::byte* const> fetched)
+      : base_(base), rb_(rb), ids_(ids), fetched_(fetched) {}
 
-  // XXH3-64 of block `b` (rows [first, last)) as the result holds it.
+  // XXH3-64 of rows [first, last) (a block) as the result holds them.
   std::uint64_t BlockChecksum(std::uint64_t first, std::uint64_t last) const {
     XXH3_state_t state;
     XXH3_64bits_reset(&state);
@@ -194,7 +194,7 @@ class Patched {
     std::uint64_t r = first;
     while (r < last) {
       if (k < ids_.size() && ids_[k] == r) {
-        XXH3_64bits_update(&state, fetched_.data() + k * rb_, rb_);
+        XXH3_64bits_update(&state, fetched_[k], rb_);
         ++k;
         ++r;
         continue;
@@ -206,21 +206,11 @@ class Patched {
     return XXH3_64bits_digest(&state);
   }
 
-  // Writes rows [first, last) of the result into `out`.
-  void Copy(std::uint64_t first, std::uint64_t last, std::span<std::byte> out) const {
-    std::memcpy(out.data(), base_.data() + first * rb_, (last - first) * rb_);
-    for (std::size_t k = std::lower_bound(ids_.begin(), ids_.end(), first) - ids_.begin();
-         k < ids_.size() && ids_[k] < last; ++k) {
-      std::memcpy(out.data() + (ids_[k] - first) * rb_, fetched_.data() + k * rb_, rb_);
-    }
-  }
-
  private:
   std::span<const std::byte> base_;
   std::size_t rb_;
-  std::uint64_t br_;
   std::span<const std::uint64_t> ids_;
-  std::span<const std::byte> fetched_;
+  std::span<const std::byte* const> fetched_;
 };
 
 // Whether a digest's groups ascend inside a table of `rows` rows and its row hashes are theirs.
@@ -259,23 +249,14 @@ Result<std::optional<RowDigest>> DigestOf(
   return std::optional<RowDigest>(std::move(d).value());
 }
 
-// Bytes left uninitialized until written (a vector would zero them first: 4.8 MB of new memory,
-// 3 ms here, for the seed table's changed rows).
-struct Bytes {
-  std::unique_ptr<std::byte[]> data;
-  std::size_t size = 0;
-  std::span<std::byte> span() const { return {data.get(), size}; }
-};
-
-// Fetches the rows `ids` (ascending) of the source, checked.
-Result<Bytes> Fetch(RowSource& src, std::span<const std::uint64_t> ids,
-                    const ReadOptions& options, UpdateStats* stats) {
-  Bytes fetched{std::unique_ptr<std::byte[]>(new std::byte[ids.size() * src.desc().row_bytes]),
-                ids.size() * src.desc().row_bytes};
+// Fetches the rows `ids` (ascending) of the source, checked, where the source holds them.
+Result<HeldRows> Fetch(RowSource& src, std::span<const std::uint64_t> ids,
+                       const ReadOptions& options, UpdateStats* stats) {
+  HeldRows fetched;
   if (!ids.empty()) {
     ReadOptions o = options;
     o.to_f32 = false;
-    EMBSTORE_ASSIGN_OR_RETURN(LoadStats s, src.CopyRowIds(ids, fetched.span(), o));
+    EMBSTORE_ASSIGN_OR_RETURN(LoadStats s, src.HoldRowIds(ids, &fetched, o));
     stats->row_bytes_moved += s.wire_bytes;
     stats->delta_rows += s.delta_rows;
   }
@@ -313,7 +294,7 @@ struct Delta {
   RowDigest digest;
   std::vector<std::uint64_t> local;
   std::vector<std::uint64_t> ids;
-  Bytes fetched;  // ids.size() rows
+  HeldRows fetched;  // row ids[k] at fetched.rows[k]
   std::vector<std::pair<std::uint64_t, std::vector<std::byte>>> whole;  // (block, its rows)
 };
 
@@ -356,7 +337,7 @@ Result<std::optional<Delta>> PlanDelta(RowSource& src, std::span<const std::byte
   // source vouches for its hashes (a server checked them against verified rows, or the table's
   // stored ones match the checksum written with them): then the rows whose hashes match are the
   // source's, and each fetched row was checked on arrival.
-  const Patched result(base, rb, br, delta.ids, delta.fetched.span());
+  const Patched result(base, rb, delta.ids, delta.fetched.rows);
   std::vector<std::uint8_t> differs(d.num_blocks, 0);
   Parallel(delta.digest.verified && stats->by_rows ? 0 : d.num_blocks, 16,
            [&](std::uint64_t lo, std::uint64_t hi) {
@@ -377,15 +358,18 @@ Result<std::optional<Delta>> PlanDelta(RowSource& src, std::span<const std::byte
   return std::optional<Delta>(std::move(delta));
 }
 
-// Calls put(first_row, bytes) for each run of consecutive fetched rows, then for each block
-// fetched whole (which wins over rows inside it: it comes after them).
+// Calls put(first_row, bytes) for each run of consecutive fetched rows held one after another,
+// then for each block fetched whole (which wins over rows inside it: it comes after them).
 template <typename Put>
 Status ForEachPatch(const Delta& delta, std::size_t rb, std::uint64_t br, Put put) {
+  const std::vector<const std::byte*>& at = delta.fetched.rows;
   for (std::size_t k = 0; k < delta.ids.size();) {
-    std::size_t e = k + 1;
-    while (e < delta.ids.size() && delta.ids[e] == delta.ids[e - 1] + 1) ++e;
-    EMBSTORE_RETURN_NOT_OK(put(delta.ids[k], std::span<const std::byte>(delta.fetched.span())
-                                                  .subspan(k * rb, (e - k) * rb)));
+    std::size_t e = k + 1;  // a run: consecutive rows, held one after another
+    while (e < delta.ids.size() && delta.ids[e] == delta.ids[e - 1] + 1 &&
+           at[e] == at[e - 1] + rb) {
+      ++e;
+    }
+    EMBSTORE_RETURN_NOT_OK(put(delta.ids[k], std::span<const std::byte>(at[k], (e - k) * rb)));
     k = e;
   }
   for (const auto& [b, block] : delta.whole) {

@@ -125,4 +125,18 @@ Result<LoadStats> RowSource::CopyRowIds(std::span<const std::uint64_t> ids,
   return total;
 }
 
+Result<LoadStats> RowSource::HoldRowIds(std::span<const std::uint64_t> ids, HeldRows* held,
+                                        const ReadOptions& options) {
+  const std::size_t rb = desc_.row_bytes;
+  // Not zeroed: CopyRowIds writes every byte.
+  std::unique_ptr<std::byte[]> piece(new std::byte[ids.size() * rb]);
+  EMBSTORE_ASSIGN_OR_RETURN(LoadStats s,
+                            CopyRowIds(ids, std::span(piece.get(), ids.size() * rb), options));
+  held->rows.resize(ids.size());
+  for (std::size_t k = 0; k < ids.size(); ++k) held->rows[k] = piece.get() + k * rb;
+  held->pieces.clear();
+  held->pieces.push_back(std::move(piece));
+  return s;
+}
+
 }  // namespace embstore::client
