@@ -107,11 +107,9 @@ class ServerSource final : public RowSource {
       do {
         if (n == 0 || left < n) return Status::OK();
       } while (!budget.compare_exchange_weak(left, left - n));
-      p.rows.reset(new std::byte[n * desc_.row_bytes]);  // not zeroed: written whole below
       std::uint64_t wire = 0;
-      EMBSTORE_RETURN_NOT_OK(client_->LookupRowsInto(
-          desc_.name, p.ids, desc_.content_id, desc_.row_bytes,
-          std::span<std::byte>(p.rows.get(), n * desc_.row_bytes), &wire));
+      EMBSTORE_RETURN_NOT_OK(client_->LookupRowsHeld(desc_.name, p.ids, desc_.content_id,
+                                                     desc_.row_bytes, &p.rows, &wire));
       prefetched_bytes += wire;
       std::lock_guard lock(mu_);
       prefetched_.push_back(std::move(p));
@@ -158,7 +156,7 @@ class ServerSource final : public RowSource {
     // Every prefetched row, by id (the segments are disjoint row ranges).
     std::vector<std::pair<std::uint64_t, const std::byte*>> have;
     for (const Prefetched& p : ready) {
-      for (std::size_t k = 0; k < p.ids.size(); ++k) have.emplace_back(p.ids[k], &p.rows[k * rb]);
+      for (std::size_t k = 0; k < p.ids.size(); ++k) have.emplace_back(p.ids[k], p.rows.rows[k]);
     }
     std::sort(have.begin(), have.end(),
               [](const auto& a, const auto& b) { return a.first < b.first; });
@@ -177,18 +175,20 @@ class ServerSource final : public RowSource {
         rest_at.push_back(i);
       }
     }
-    for (Prefetched& p : ready) held->pieces.push_back(std::move(p.rows));
+    for (Prefetched& p : ready) {
+      for (auto& piece : p.rows.pieces) held->pieces.push_back(std::move(piece));
+    }
     LoadStats s;
     s.rows = ids.size();
     s.bytes = ids.size() * rb;
     s.content_id = desc_.content_id;
     if (rest.empty()) return s;
-    std::unique_ptr<std::byte[]> piece(new std::byte[rest.size() * rb]);  // written whole
+    HeldRows looked_up;
     std::uint64_t wire = 0;
-    EMBSTORE_RETURN_NOT_OK(client_->LookupRowsInto(
-        desc_.name, rest, desc_.content_id, rb, std::span(piece.get(), rest.size() * rb), &wire));
-    for (std::size_t k = 0; k < rest.size(); ++k) held->rows[rest_at[k]] = piece.get() + k * rb;
-    held->pieces.push_back(std::move(piece));
+    EMBSTORE_RETURN_NOT_OK(
+        client_->LookupRowsHeld(desc_.name, rest, desc_.content_id, rb, &looked_up, &wire));
+    for (std::size_t k = 0; k < rest.size(); ++k) held->rows[rest_at[k]] = looked_up.rows[k];
+    for (auto& piece : looked_up.pieces) held->pieces.push_back(std::move(piece));
     s.wire_bytes = wire;
     transferred_ += wire;
     return s;
@@ -218,7 +218,7 @@ class ServerSource final : public RowSource {
   static constexpr std::uint64_t kPrefetchBytes = 64ull << 20;
   struct Prefetched {
     std::vector<std::uint64_t> ids;  // ascending
-    std::unique_ptr<std::byte[]> rows;  // ids.size() rows, each checked against its checksum
+    HeldRows rows;  // ids.size() rows, each checked against its checksum
   };
 
   std::unique_ptr<Client> client_;

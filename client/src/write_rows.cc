@@ -135,7 +135,7 @@ Result<LoadStats> RowSource::HoldRowIds(std::span<const std::uint64_t> ids, Held
   held->rows.resize(ids.size());
   for (std::size_t k = 0; k < ids.size(); ++k) held->rows[k] = piece.get() + k * rb;
   held->pieces.clear();
-  held->pieces.push_back(std::move(piece));
+  held->pieces.emplace_back(std::move(piece));
   return s;
 }
 

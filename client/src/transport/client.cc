@@ -45,6 +45,66 @@ Status RunUpToFour(std::size_t n, const std::function<Status(std::size_t)>& job)
   return Status::OK();
 }
 
+// Rows `ids` of version `content_id` by Lookup RPCs of at most 1 MiB of rows, up to four at a
+// time; each reply checked (its rows, their order and their checksums) before `take(first, reply)`
+// gets it, for ids[first, first + reply rows).
+Status LookupRowBatches(v1::EmbStore::Stub* stub, const ConnectOptions& options,
+                        const std::string& table, std::span<const std::uint64_t> ids,
+                        std::uint64_t content_id, std::size_t row_bytes,
+                        const std::function<void(std::size_t, v1::LookupResponse*)>& take,
+                        std::uint64_t* wire_bytes) {
+  const std::size_t per_batch = std::clamp<std::size_t>((1u << 20) / row_bytes, 1, 16384);
+  const std::size_t batches = (ids.size() + per_batch - 1) / per_batch;
+  std::atomic<std::uint64_t> got{0};
+  auto fetch = [&](std::size_t batch) -> Status {
+    const std::size_t first = batch * per_batch;
+    const std::size_t n = std::min(per_batch, ids.size() - first);
+    grpc::ClientContext ctx;
+    internal::PrepareContext(&ctx, options, std::nullopt, true);
+    v1::LookupRequest req;
+    req.set_table(table);
+    req.set_expected_content_id(content_id);
+    auto* rows = req.mutable_rows();
+    for (std::size_t j = first; j < first + n; ++j) rows->add_ids(ids[j]);
+    v1::LookupResponse resp;
+    grpc::Status s = stub->Lookup(&ctx, req, &resp);
+    if (!s.ok()) return internal::FromGrpc(s, options.target);
+    if (resp.missing_size() > 0) {
+      return Status::OutOfRange("row " + std::to_string(ids[first + resp.missing(0)]) +
+                                " of table '" + table + "' on server '" + options.target +
+                                "' does not exist");
+    }
+    // Each row arrives with its checksum (docs/PROTOCOL.md, "Lookup"), in the order asked for.
+    const auto* d = reinterpret_cast<const std::byte*>(resp.data().data());
+    if (resp.content_id() != content_id ||
+        resp.dim() * store::DTypeSize(FromProto(resp.dtype()).value_or(store::DType::kF32)) !=
+            row_bytes ||
+        resp.rows_size() != static_cast<int>(n) || resp.row_checksums_size() != resp.rows_size() ||
+        resp.data().size() != n * row_bytes) {
+      return Status::Corruption("server '" + options.target + "' answered a lookup of " +
+                                std::to_string(n) + " rows of table '" + table + "' with " +
+                                std::to_string(resp.rows_size()) + " rows, " +
+                                std::to_string(resp.row_checksums_size()) + " checksums and " +
+                                std::to_string(resp.data().size()) + " bytes");
+    }
+    for (std::size_t k = 0; k < n; ++k) {
+      if (resp.rows(static_cast<int>(k)) != ids[first + k] ||
+          store::Checksum64({d + k * row_bytes, row_bytes}) !=
+              resp.row_checksums(static_cast<int>(k))) {
+        return Status::Corruption("table '" + table + "' on server '" + options.target +
+                                  "': row " + std::to_string(ids[first + k]) +
+                                  " of a lookup reply fails its checksum");
+      }
+    }
+    take(first, &resp);
+    got += n * row_bytes;
+    return Status::OK();
+  };
+  EMBSTORE_RETURN_NOT_OK(RunUpToFour(batches, fetch));
+  *wire_bytes += got;
+  return Status::OK();
+}
+
 // Hashes of version `expected` of a table of `rows` rows into `hashes`: one a row, or with
 // group_rows > 1 one a group of group_rows rows (docs/PROTOCOL.md, "Row hashes"); and the
 // checksums of every block. Pages of the server's largest reply, asked for at once (a few in
@@ -278,56 +338,34 @@ Status Client::LookupRowsInto(const std::string& table, std::span<const std::uin
     return Status::InvalidArgument("buffer for " + std::to_string(ids.size()) + " rows of table '" +
                                    table + "' holds " + std::to_string(out.size()) + " bytes");
   }
-  const std::size_t per_batch = std::clamp<std::size_t>((1u << 20) / row_bytes, 1, 16384);
-  const std::size_t batches = (ids.size() + per_batch - 1) / per_batch;
-  std::atomic<std::uint64_t> got{0};
-  auto fetch = [&](std::size_t batch) -> Status {
-    const std::size_t first = batch * per_batch;
-    const std::size_t n = std::min(per_batch, ids.size() - first);
-    grpc::ClientContext ctx;
-    internal::PrepareContext(&ctx, options_, std::nullopt, true);
-    v1::LookupRequest req;
-    req.set_table(table);
-    req.set_expected_content_id(content_id);
-    auto* rows = req.mutable_rows();
-    for (std::size_t j = first; j < first + n; ++j) rows->add_ids(ids[j]);
-    v1::LookupResponse resp;
-    grpc::Status s = impl_->stub->Lookup(&ctx, req, &resp);
-    if (!s.ok()) return internal::FromGrpc(s, options_.target);
-    if (resp.missing_size() > 0) {
-      return Status::OutOfRange("row " + std::to_string(ids[first + resp.missing(0)]) +
-                                " of table '" + table + "' on server '" + options_.target +
-                                "' does not exist");
-    }
-    // Each row arrives with its checksum (docs/PROTOCOL.md, "Lookup"), in the order asked for.
-    const auto* d = reinterpret_cast<const std::byte*>(resp.data().data());
-    if (resp.content_id() != content_id ||
-        resp.dim() * store::DTypeSize(FromProto(resp.dtype()).value_or(store::DType::kF32)) !=
-            row_bytes ||
-        resp.rows_size() != static_cast<int>(n) || resp.row_checksums_size() != resp.rows_size() ||
-        resp.data().size() != n * row_bytes) {
-      return Status::Corruption("server '" + options_.target + "' answered a lookup of " +
-                                std::to_string(n) + " rows of table '" + table + "' with " +
-                                std::to_string(resp.rows_size()) + " rows, " +
-                                std::to_string(resp.row_checksums_size()) + " checksums and " +
-                                std::to_string(resp.data().size()) + " bytes");
-    }
-    for (std::size_t k = 0; k < n; ++k) {
-      if (resp.rows(static_cast<int>(k)) != ids[first + k] ||
-          store::Checksum64({d + k * row_bytes, row_bytes}) !=
-              resp.row_checksums(static_cast<int>(k))) {
-        return Status::Corruption("table '" + table + "' on server '" + options_.target +
-                                  "': row " + std::to_string(ids[first + k]) +
-                                  " of a lookup reply fails its checksum");
-      }
-    }
-    std::memcpy(out.data() + first * row_bytes, d, n * row_bytes);
-    got += n * row_bytes;
-    return Status::OK();
-  };
-  EMBSTORE_RETURN_NOT_OK(RunUpToFour(batches, fetch));
-  *wire_bytes += got;
-  return Status::OK();
+  return LookupRowBatches(
+      impl_->stub.get(), options_, table, ids, content_id, row_bytes,
+      [&](std::size_t first, v1::LookupResponse* resp) {
+        std::memcpy(out.data() + first * row_bytes, resp->data().data(), resp->data().size());
+      },
+      wire_bytes);
+}
+
+Status Client::LookupRowsHeld(const std::string& table, std::span<const std::uint64_t> ids,
+                              std::uint64_t content_id, std::size_t row_bytes, HeldRows* held,
+                              std::uint64_t* wire_bytes) {
+  if (row_bytes == 0) {
+    return Status::InvalidArgument("rows of 0 bytes of table '" + table + "'");
+  }
+  held->rows.assign(ids.size(), nullptr);
+  std::mutex mu;  // guards held->pieces; each reply fills rows of its own
+  return LookupRowBatches(
+      impl_->stub.get(), options_, table, ids, content_id, row_bytes,
+      [&](std::size_t first, v1::LookupResponse* resp) {
+        auto payload = std::make_shared<std::string>(std::move(*resp->mutable_data()));
+        const auto* d = reinterpret_cast<const std::byte*>(payload->data());
+        for (std::size_t k = 0; k < payload->size() / row_bytes; ++k) {
+          held->rows[first + k] = d + k * row_bytes;
+        }
+        std::lock_guard lock(mu);
+        held->pieces.push_back(std::move(payload));
+      },
+      wire_bytes);
 }
 
 Result<LookupResult> Client::LookupKeys(const std::string& table,

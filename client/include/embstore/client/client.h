@@ -72,6 +72,11 @@ class Client {
   Status LookupRowsInto(const std::string& table, std::span<const std::uint64_t> ids,
                         std::uint64_t content_id, std::size_t row_bytes, std::span<std::byte> out,
                         std::uint64_t* wire_bytes);
+  // LookupRowsInto, the rows left where the replies brought them: row ids[k] at held->rows[k]
+  // (the replies' payloads appended to held->pieces), without copying them once more.
+  Status LookupRowsHeld(const std::string& table, std::span<const std::uint64_t> ids,
+                        std::uint64_t content_id, std::size_t row_bytes, HeldRows* held,
+                        std::uint64_t* wire_bytes);
 
   // The row hashes and block checksums of version `expected_content_id` of a table of `rows`
   // rows (RowHashes RPCs of up to 262144 rows each, up to four at a time); *bytes grows by the

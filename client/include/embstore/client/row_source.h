@@ -76,13 +76,6 @@ struct RowDigest {
   std::uint64_t row_bytes = 0;
 };
 
-// Rows handed over by RowSource::HoldRowIds: row k's bytes start at rows[k], inside one of
-// `pieces`.
-struct HeldRows {
-  std::vector<std::unique_ptr<std::byte[]>> pieces;
-  std::vector<const std::byte*> rows;
-};
-
 // Where RowSource::WriteRows puts rows: an output that takes writes by offset, such as a file.
 class RowSink {
  public:
@@ -169,8 +162,8 @@ class RowSource {
                                        const ReadOptions& options);
 
   // CopyRowIds for a caller that only reads the rows once more (a sync applying them): they are
-  // handed over where they are. Afterwards the bytes of row ids[k] start at held->rows[k], inside
-  // held->pieces. By default one piece filled by CopyRowIds; a server hands over the rows its
+  // handed over where they are. Afterwards the bytes of row ids[k] start at held->rows[k], which
+  // held->pieces keeps alive. By default one piece filled by CopyRowIds; a server hands over the rows its
   // DigestAgainst looked up, in the memory they arrived in, so that each changed row is copied
   // once more only, to its place.
   virtual Result<LoadStats> HoldRowIds(std::span<const std::uint64_t> ids, HeldRows* held,

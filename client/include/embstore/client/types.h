@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <optional>
 #include <set>
@@ -112,6 +113,13 @@ struct LoadStats {
   // Rows by id from a table object: those taken from its delta object (objstore/delta.h).
   std::uint64_t delta_rows = 0;
   std::uint64_t content_id = 0;
+};
+
+// Rows handed over where they are (RowSource::HoldRowIds, Client::LookupRowsHeld): row k's bytes
+// start at rows[k], inside memory that `pieces` keeps alive (buffers, replies' payloads).
+struct HeldRows {
+  std::vector<std::shared_ptr<const void>> pieces;
+  std::vector<const std::byte*> rows;
 };
 
 struct LookupResult {
