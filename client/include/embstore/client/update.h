@@ -3,13 +3,14 @@
 //
 // Both ways compare the source's RowDigest (each row's XXH3-64 and each block's checksum, of the
 // version the source pinned) with the copy's own rows, fetch the rows whose hashes differ
-// (RowSource::CopyRowIds, each row checked), and then check every checksum block of the result
-// against the source's block checksums; a block that still differs (a hash collision, a copy
-// damaged in memory) is fetched whole. So the result is the source's version, verified, whatever
-// the copy held. That last check is left out when the source's row hashes are trusted
-// (RowDigest::verified: a server computed them from verified rows, or the table stores them with
-// a checksum that matches): each row is then the source's by its hash. Without row hashes at the source (an object whose table stores none), whole
-// blocks whose checksums differ are fetched instead.
+// (RowSource::HoldRowIds, each row checked, left where it arrived), and then check every checksum
+// block of the result against the source's block checksums; a block that still differs (a hash
+// collision, a copy damaged in memory) is fetched whole. So the result is the source's version,
+// verified, whatever the copy held. That last check is left out when the source's row hashes are
+// trusted (RowDigest::verified: a server computed them from verified rows, or the table stores
+// them with a checksum that matches): each row is then the source's by its hash. Without row
+// hashes at the source (an object whose table stores none), whole blocks whose checksums differ
+// are fetched instead.
 //
 // A source that changes version mid-sync is FailedPrecondition (the source pins its version), and
 // the copy is left as it was.
