@@ -239,8 +239,6 @@ struct PyReadOptions {
   }
 };
 
-// One table at any location (client::OpenSource, the resolver): described once, then read chunk
-// by chunk into buffers Python owns, with the GIL released.
 // A copy's row hashes begun before its source is opened (client::CopyHashes), so that hashing
 // overlaps connecting and describing; holds the array until UpdateInto takes the hashes over.
 class PyCopyHashes {
@@ -255,6 +253,8 @@ class PyCopyHashes {
   std::unique_ptr<client::CopyHashes> hashes_;
 };
 
+// One table at any location (client::OpenSource, the resolver): described once, then read chunk
+// by chunk into buffers Python owns, with the GIL released.
 class PySource {
  public:
   static PySource Open(const std::string& location, const std::optional<std::string>& table,

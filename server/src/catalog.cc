@@ -56,13 +56,13 @@ Status TableEntry::GroupHashes(std::uint64_t group_rows, std::uint64_t first,
   }
   if (group_rows >= kMinCachedGroupRows) {
     std::lock_guard lock(groups_mu_);
-    if (group_hashes_ == nullptr || group_rows_ != group_rows) {
+    if (group_rows_ != group_rows) {
       std::vector<std::uint64_t> all(total);
       EMBSTORE_RETURN_NOT_OK(ComputeGroupHashes(group_rows, 0, all));
       group_rows_ = group_rows;
-      group_hashes_ = std::make_shared<const std::vector<std::uint64_t>>(std::move(all));
+      group_hashes_ = std::move(all);
     }
-    std::copy_n(group_hashes_->begin() + first, out.size(), out.begin());
+    std::copy_n(group_hashes_.begin() + first, out.size(), out.begin());
     return Status::OK();
   }
   return ComputeGroupHashes(group_rows, first, out);
