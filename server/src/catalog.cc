@@ -52,7 +52,7 @@ Status TableEntry::GroupHashes(std::uint64_t group_rows, std::uint64_t first,
     return Status::InvalidArgument("hashes of groups [" + std::to_string(first) + ", " +
                                    std::to_string(first + out.size()) + ") of " +
                                    std::to_string(group_rows) + " rows of table '" + name_ +
-                                   "', which has " + std::to_string(total));
+                                   "', which has " + std::to_string(total) + " such groups");
   }
   if (group_rows >= kMinCachedGroupRows) {
     std::lock_guard lock(groups_mu_);

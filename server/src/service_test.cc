@@ -453,6 +453,22 @@ TEST_F(ServiceTest, GroupHashesKeptWithAVersionMatchTheRowsOfThatVersion) {
   EXPECT_EQ(ask(32, 64, std::nullopt), group_hashes(spec_, 32, 64, 1000));
   EXPECT_EQ(ask(16, 16, 48), group_hashes(spec_, 16, 16, 48));
 
+  // Groups that are not the table's are refused, naming it.
+  auto entry = catalog_->Get("words");
+  ASSERT_TRUE(entry.ok()) << entry.status().ToString();
+  std::vector<std::uint64_t> one(1);
+  struct Bad {
+    std::uint64_t group_rows, first;
+    const char* says;
+  };
+  for (const Bad& b : {Bad{0, 0, "which has 0 such groups"}, Bad{16, 63, "which has 63 such"},
+                       Bad{4, 250, "which has 250 such"}, Bad{16, 64, "which has 63 such"}}) {
+    const Status st = (*entry)->GroupHashes(b.group_rows, b.first, one);
+    EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << b.group_rows << " " << b.first;
+    EXPECT_NE(st.message().find(std::string("of table 'words', ") + b.says), std::string::npos)
+        << st.message();
+  }
+
   // A new version of the table gets its own.
   TableSpec v2 = spec_;
   v2.salt = 9;
