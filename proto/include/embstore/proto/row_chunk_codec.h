@@ -19,6 +19,8 @@
 #include <string>
 #include <vector>
 
+#include "embstore/proto/wire_piece.h"
+
 namespace embstore::wire {
 
 // The fields of one RowChunk, but its payload bytes.
@@ -37,9 +39,6 @@ struct RowChunkFields {
 // Appends the encoding of `f` (every field but the payload bytes, then the payload's tag and
 // length, when payload_size > 0) to `out`. The message is `out` followed by the payload.
 void EncodeRowChunkHeader(const RowChunkFields& f, std::string* out);
-
-// A contiguous piece of a received message.
-using Piece = std::span<const std::uint8_t>;
 
 struct DecodedRowChunk {
   RowChunkFields fields;
