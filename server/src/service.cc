@@ -192,7 +192,7 @@ Result<std::optional<RowChunkView>> RowStream::Next() {
   return std::optional<RowChunkView>(std::move(c));
 }
 
-Result<v1::LookupResponse> Service::Lookup(const v1::LookupRequest& r) const {
+Result<LookupReply> Service::Lookup(const v1::LookupRequest& r) const {
   std::optional<std::uint64_t> expected;
   if (r.has_expected_content_id()) expected = r.expected_content_id();
   EMBSTORE_ASSIGN_OR_RETURN(auto entry, Resolve(r.table(), expected));
@@ -212,7 +212,8 @@ Result<v1::LookupResponse> Service::Lookup(const v1::LookupRequest& r) const {
   if (by_key && !t.has_keys()) {
     return Status::FailedPrecondition(Quote(r.table()) + " has no keys; look rows up by id");
   }
-  v1::LookupResponse out;
+  LookupReply reply;
+  v1::LookupResponse& out = reply.fields;
   out.set_content_id(entry->content_id());
   out.set_dim(t.dim());
   out.set_dtype(ToProto(t.dtype()));
@@ -247,21 +248,23 @@ Result<v1::LookupResponse> Service::Lookup(const v1::LookupRequest& r) const {
         std::to_string(bytes) + " bytes, more than the reply limit of " +
         std::to_string(options_.max_lookup_bytes) + " bytes; split the request");
   }
-  std::string* data = out.mutable_data();
-  data->resize(bytes);
+  // Not zeroed first: every byte is written by the gather below.
+  std::shared_ptr<std::byte[]> data(new std::byte[std::max<std::uint64_t>(bytes, 1)]);
   // Every row's checksum block is verified (once per loaded table) before the row is copied: a
   // lookup never returns a row from a block that fails its checksum.
   store::CopyOptions copy;
   copy.verify = true;
-  EMBSTORE_RETURN_NOT_OK(t.GatherRows(
-      rows, std::as_writable_bytes(std::span<char>(data->data(), data->size())), copy));
+  EMBSTORE_RETURN_NOT_OK(t.GatherRows(rows, std::span<std::byte>(data.get(), bytes), copy));
   EMBSTORE_RETURN_NOT_OK(entry->CheckIntact());  // the copies may have read absorbed faults
-  const auto* d = reinterpret_cast<const std::byte*>(data->data());
+  out.mutable_rows()->Reserve(static_cast<int>(rows.size()));
+  out.mutable_row_checksums()->Reserve(static_cast<int>(rows.size()));
   for (std::size_t i = 0; i < rows.size(); ++i) {
     out.add_rows(rows[i]);
-    out.add_row_checksums(store::Checksum64({d + i * t.row_bytes(), t.row_bytes()}));
+    out.add_row_checksums(store::Checksum64({data.get() + i * t.row_bytes(), t.row_bytes()}));
   }
-  return out;
+  reply.data = std::move(data);
+  reply.data_size = bytes;
+  return reply;
 }
 
 namespace {

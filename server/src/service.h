@@ -76,6 +76,17 @@ class KeyStream {
   bool sent_any_ = false;
 };
 
+// A lookup's reply: every field of LookupResponse but `data`, and the rows' bytes in a buffer of
+// their own, which the transport hands to gRPC as it is (zero_copy.h) instead of copying it into
+// the message and the message into gRPC's buffers.
+struct LookupReply {
+  v1::LookupResponse fields;  // `data` left empty
+  std::shared_ptr<const std::byte[]> data;
+  std::size_t data_size = 0;
+
+  std::span<const std::byte> bytes() const { return {data.get(), data_size}; }
+};
+
 class Service {
  public:
   Service(std::shared_ptr<Catalog> catalog, ServiceOptions options);
@@ -83,7 +94,7 @@ class Service {
   Result<v1::ListTablesResponse> ListTables(const v1::ListTablesRequest& request) const;
   Result<v1::TableInfo> DescribeTable(const v1::DescribeTableRequest& request) const;
   Result<std::unique_ptr<RowStream>> StreamRows(const v1::StreamRowsRequest& request) const;
-  Result<v1::LookupResponse> Lookup(const v1::LookupRequest& request) const;
+  Result<LookupReply> Lookup(const v1::LookupRequest& request) const;
   Result<v1::RowHashesResponse> RowHashes(const v1::RowHashesRequest& request) const;
   Result<std::unique_ptr<KeyStream>> StreamKeys(const v1::StreamKeysRequest& request) const;
 

@@ -16,6 +16,11 @@ namespace {
 
 using testing::CheckRowStream;
 using testing::ExpectedRowBytes;
+
+// The rows' bytes of a lookup's reply.
+std::string Data(const LookupReply& r) {
+  return std::string(reinterpret_cast<const char*>(r.data.get()), r.data_size);
+}
 using testing::TableSpec;
 using testing::TempDir;
 using testing::WriteTestTable;
@@ -245,10 +250,10 @@ TEST_F(ServiceTest, LooksUpRowsById) {
   for (std::uint64_t id : {999u, 0u, 500u, 0u}) req.mutable_rows()->add_ids(id);
   auto r = service_->Lookup(req);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ(r->rows_size(), 4);
-  EXPECT_EQ(r->dim(), 16u);
-  EXPECT_EQ(r->missing_size(), 0);
-  EXPECT_EQ(r->data(), ExpectedRowBytes(spec_, 999, 1000) + ExpectedRowBytes(spec_, 0, 1) +
+  ASSERT_EQ(r->fields.rows_size(), 4);
+  EXPECT_EQ(r->fields.dim(), 16u);
+  EXPECT_EQ(r->fields.missing_size(), 0);
+  EXPECT_EQ(Data(*r), ExpectedRowBytes(spec_, 999, 1000) + ExpectedRowBytes(spec_, 0, 1) +
                            ExpectedRowBytes(spec_, 500, 501) + ExpectedRowBytes(spec_, 0, 1));
 }
 
@@ -258,13 +263,13 @@ TEST_F(ServiceTest, LooksUpKeysAndReportsTheMissingOnes) {
   for (const char* k : {"key-7", "absent", "key-0", "also-absent"}) req.mutable_keys()->add_keys(k);
   auto r = service_->Lookup(req);
   ASSERT_TRUE(r.ok());
-  ASSERT_EQ(r->rows_size(), 2);
-  EXPECT_EQ(r->rows(0), 7u);
-  EXPECT_EQ(r->rows(1), 0u);
-  ASSERT_EQ(r->missing_size(), 2);
-  EXPECT_EQ(r->missing(0), 1u);
-  EXPECT_EQ(r->missing(1), 3u);
-  EXPECT_EQ(r->data(), ExpectedRowBytes(spec_, 7, 8) + ExpectedRowBytes(spec_, 0, 1));
+  ASSERT_EQ(r->fields.rows_size(), 2);
+  EXPECT_EQ(r->fields.rows(0), 7u);
+  EXPECT_EQ(r->fields.rows(1), 0u);
+  ASSERT_EQ(r->fields.missing_size(), 2);
+  EXPECT_EQ(r->fields.missing(0), 1u);
+  EXPECT_EQ(r->fields.missing(1), 3u);
+  EXPECT_EQ(Data(*r), ExpectedRowBytes(spec_, 7, 8) + ExpectedRowBytes(spec_, 0, 1));
 }
 
 TEST_F(ServiceTest, LookupRepliesCarryRowChecksumsAndNeverABadBlock) {
@@ -290,9 +295,8 @@ TEST_F(ServiceTest, LookupRepliesCarryRowChecksumsAndNeverABadBlock) {
   for (const char* k : {"key-7", "key-999"}) good.mutable_keys()->add_keys(k);
   auto r = service_->Lookup(good);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
-  ASSERT_EQ(r->row_checksums_size(), 2);
-  EXPECT_EQ(r->row_checksums(0), store::Checksum64(std::as_bytes(std::span<const char>(
-                                      r->data().data(), row_bytes))));
+  ASSERT_EQ(r->fields.row_checksums_size(), 2);
+  EXPECT_EQ(r->fields.row_checksums(0), store::Checksum64(r->bytes().first(row_bytes)));
   for (auto pick : {std::string("key-141"), std::string("key-128")}) {  // row 140's block
     v1::LookupRequest bad;
     bad.set_table("words");

@@ -417,7 +417,8 @@ grpc::ServerUnaryReactor* Handler::DescribeTable(grpc::CallbackServerContext* ct
 
 grpc::ServerUnaryReactor* Handler::Lookup(grpc::CallbackServerContext* ctx,
                                           const grpc::ByteBuffer* req, grpc::ByteBuffer* resp) {
-  return Unary<v1::LookupRequest, v1::LookupResponse>(
+  // The rows' bytes leave in the buffer they were gathered into (zero_copy.h).
+  return Unary<v1::LookupRequest, LookupReply>(
       "Lookup", ctx, req, resp, [this](const auto& r) { return service_->Lookup(r); });
 }
 

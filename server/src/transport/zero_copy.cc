@@ -1,5 +1,6 @@
 #include "zero_copy.h"
 
+#include "embstore/proto/lookup_codec.h"
 #include "row_chunk_codec.h"
 
 namespace embstore::server {
@@ -20,6 +21,10 @@ namespace {
 
 void DropMappingReference(void* user_data) {
   delete static_cast<std::shared_ptr<const embstore::server::TableEntry>*>(user_data);
+}
+
+void DropReplyBuffer(void* user_data) {
+  delete static_cast<std::shared_ptr<const std::byte[]>*>(user_data);
 }
 
 }  // namespace
@@ -44,6 +49,32 @@ Status SerializationTraits<embstore::server::OutgoingRowChunk, void>::Serialize(
 Status SerializationTraits<embstore::server::OutgoingRowChunk, void>::Deserialize(
     ByteBuffer*, embstore::server::OutgoingRowChunk*) {
   return Status(StatusCode::UNIMPLEMENTED, "RowChunk is send-only on the server");
+}
+
+Status SerializationTraits<embstore::server::LookupReply, void>::Serialize(
+    const embstore::server::LookupReply& msg, ByteBuffer* bb, bool* own_buffer) {
+  *own_buffer = true;
+  std::string header;
+  if (!msg.fields.AppendToString(&header)) {
+    return Status(StatusCode::INTERNAL, "cannot encode a LookupResponse");
+  }
+  if (msg.data_size > 0) embstore::wire::AppendLookupDataHeader(msg.data_size, &header);
+  Slice slices[2];
+  size_t n = 0;
+  slices[n++] = Slice(header);  // small: copied once into a slice of its own
+  if (msg.data_size > 0) {
+    // gRPC never writes through a slice it sends, so dropping const here is safe.
+    slices[n++] = Slice(const_cast<std::byte*>(msg.data.get()), msg.data_size, DropReplyBuffer,
+                        new std::shared_ptr<const std::byte[]>(msg.data));
+  }
+  ByteBuffer tmp(slices, n);
+  bb->Swap(&tmp);
+  return Status::OK;
+}
+
+Status SerializationTraits<embstore::server::LookupReply, void>::Deserialize(
+    ByteBuffer*, embstore::server::LookupReply*) {
+  return Status(StatusCode::UNIMPLEMENTED, "LookupResponse is send-only on the server");
 }
 
 }  // namespace grpc

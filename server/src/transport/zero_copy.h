@@ -1,5 +1,6 @@
 // OutgoingRowChunk and its grpc::SerializationTraits: how a RowChunk leaves the server without
-// its payload being copied (docs/PROTOCOL.md, "Zero-copy chunks").
+// its payload being copied (docs/PROTOCOL.md, "Zero-copy chunks"). Also how a lookup's reply
+// leaves without its rows' bytes being copied again (LookupReply, service.h).
 //
 // Serialize() builds a grpc::ByteBuffer of two slices: a small one holding the hand-encoded
 // header (row_chunk_codec.h) and one constructed over the payload bytes inside the table's
@@ -43,6 +44,18 @@ class SerializationTraits<embstore::server::OutgoingRowChunk, void> {
                           bool* own_buffer);
   // The server never receives a RowChunk.
   static Status Deserialize(ByteBuffer* bb, embstore::server::OutgoingRowChunk* msg);
+};
+
+// A LookupReply goes out as two slices: protobuf's encoding of its fields with the tag and length
+// of `data` after them (embstore/proto/lookup_codec.h), then a slice over the gathered rows that
+// owns a reference to their buffer.
+template <>
+class SerializationTraits<embstore::server::LookupReply, void> {
+ public:
+  static Status Serialize(const embstore::server::LookupReply& msg, ByteBuffer* bb,
+                          bool* own_buffer);
+  // The server never receives a LookupResponse.
+  static Status Deserialize(ByteBuffer* bb, embstore::server::LookupReply* msg);
 };
 
 }  // namespace grpc
