@@ -687,5 +687,106 @@ TEST(RowHashesAgainst, AServerWithoutGroupHashesIsAskedForEveryRowsHash) {
   server->Shutdown();
 }
 
+// A server whose Lookup answers in protobuf's own encoding (`data` before the checksums, as any
+// other implementation of the protocol may send it), optionally damaged. Row r's byte j is
+// (r * 131 + j * 7) mod 256; version 77, float32 rows of `dim` values.
+class LookupByProtobuf final : public v1::EmbStore::Service {
+ public:
+  enum class Damage { kNone, kFlippedByte, kRowsSwapped, kOtherVersion, kChecksumsMissing };
+  explicit LookupByProtobuf(std::uint64_t dim) : dim_(dim) {}
+
+  static std::string Row(std::uint64_t r, std::size_t row_bytes) {
+    std::string row(row_bytes, '\0');
+    for (std::size_t j = 0; j < row_bytes; ++j) row[j] = static_cast<char>((r * 131 + j * 7) & 0xff);
+    return row;
+  }
+
+  grpc::Status Lookup(grpc::ServerContext*, const v1::LookupRequest* req,
+                      v1::LookupResponse* resp) override {
+    const std::size_t rb = dim_ * 4;
+    resp->set_content_id(damage == Damage::kOtherVersion ? 78 : 77);
+    resp->set_dim(dim_);
+    resp->set_dtype(v1::DTYPE_F32);
+    std::string data;
+    for (const std::uint64_t id : req->rows().ids()) {
+      const std::string row = Row(id, rb);
+      resp->add_rows(id);
+      resp->add_row_checksums(store::Checksum64(std::as_bytes(std::span(row))));
+      data += row;
+    }
+    if (damage == Damage::kFlippedByte) data[data.size() / 2] ^= 0x20;
+    if (damage == Damage::kRowsSwapped && resp->rows_size() > 1) {
+      std::swap(*resp->mutable_rows()->Mutable(0), *resp->mutable_rows()->Mutable(1));
+    }
+    if (damage == Damage::kChecksumsMissing) resp->mutable_row_checksums()->RemoveLast();
+    resp->set_data(std::move(data));
+    return grpc::Status::OK;
+  }
+
+  std::atomic<Damage> damage{Damage::kNone};
+
+ private:
+  std::uint64_t dim_;
+};
+
+TEST(LookupReplies, RowsComeWhereTheyArrivedAndEveryDamageIsRefused) {
+  // Rows of 516 bytes, 3,000 of them: two replies of about 1 MiB, which gRPC hands over in many
+  // receive slices, so rows are split between slices.
+  const std::uint64_t dim = 129;
+  const std::size_t rb = dim * 4;
+  LookupByProtobuf service(dim);
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(&service);
+  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
+  ASSERT_TRUE(server && port > 0);
+  ConnectOptions o;
+  o.target = "127.0.0.1:" + std::to_string(port);
+  auto c = Client::Connect(o);
+  ASSERT_TRUE(c.ok()) << c.status().ToString();
+  std::mt19937_64 rng(5);
+  std::vector<std::uint64_t> ids(3000);
+  for (auto& id : ids) id = rng() % 1000000;
+
+  HeldRows held;
+  std::uint64_t wire = 0;
+  Status st = (*c)->LookupRowsHeld("t", ids, 77, rb, &held, &wire);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  EXPECT_EQ(wire, ids.size() * rb);
+  EXPECT_EQ(held.pieces.size(), 2u);
+  ASSERT_EQ(held.rows.size(), ids.size());
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    ASSERT_EQ(std::string(reinterpret_cast<const char*>(held.rows[k]), rb),
+              LookupByProtobuf::Row(ids[k], rb))
+        << "row " << k;
+  }
+  std::vector<std::byte> out(ids.size() * rb);
+  ASSERT_TRUE((*c)->LookupRowsInto("t", ids, 77, rb, out, &wire).ok());
+  for (std::size_t k = 0; k < ids.size(); ++k) {
+    ASSERT_EQ(std::string(reinterpret_cast<const char*>(out.data() + k * rb), rb),
+              LookupByProtobuf::Row(ids[k], rb));
+  }
+  auto found = (*c)->LookupRows("t", ids, 77);
+  ASSERT_TRUE(found.ok()) << found.status().ToString();
+  EXPECT_EQ(found->rows, ids);
+  EXPECT_TRUE(std::equal(found->data.begin(), found->data.end(), out.begin(), out.end()));
+
+  using Damage = LookupByProtobuf::Damage;
+  for (auto [damage, says] : {std::pair{Damage::kFlippedByte, "fails its checksum"},
+                              std::pair{Damage::kRowsSwapped, "was asked for"},
+                              std::pair{Damage::kOtherVersion, "of version 78"},
+                              std::pair{Damage::kChecksumsMissing, "2031 checksums"}}) {
+    service.damage = damage;
+    st = (*c)->LookupRowsHeld("t", ids, 77, rb, &held, &wire);
+    EXPECT_EQ(st.code(), StatusCode::kCorruption) << says << ": " << st.ToString();
+    EXPECT_NE(st.message().find(says), std::string::npos) << st.message();
+    EXPECT_NE(st.message().find(o.target), std::string::npos) << st.message();
+  }
+  service.damage = Damage::kFlippedByte;
+  EXPECT_EQ((*c)->LookupRows("t", ids, 77).status().code(), StatusCode::kCorruption);
+  server->Shutdown();
+}
+
 }  // namespace
 }  // namespace embstore::client

@@ -1,5 +1,6 @@
 #include "embstore/client/client.h"
 
+#include <grpcpp/generic/generic_stub.h>
 #include <grpcpp/grpcpp.h>
 #include <sys/stat.h>
 
@@ -12,6 +13,7 @@
 #include <thread>
 
 #include "embstore/proto/dtype.h"
+#include "embstore/proto/lookup_codec.h"
 #include "embstore/proto/table_info.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
@@ -45,58 +47,134 @@ Status RunUpToFour(std::size_t n, const std::function<Status(std::size_t)>& job)
   return Status::OK();
 }
 
+// A Lookup reply decoded where it arrived (lookup_codec.h): its rows' bytes stay in gRPC's receive
+// slices instead of being copied into a parsed message. Kept alive as long as rows handed out
+// from it (LookupRowsHeld) are in use.
+struct LookupReply {
+  std::vector<grpc::Slice> slices;
+  wire::DecodedLookup fields;
+  std::vector<std::uint8_t> straddling;  // rows that cross from one slice into the next, copied
+};
+
+// Sends one Lookup and decodes its reply into `reply`.
+Status CallLookup(const std::shared_ptr<grpc::Channel>& channel, const ConnectOptions& options,
+                  const v1::LookupRequest& req, LookupReply* reply) {
+  grpc::ClientContext ctx;
+  internal::PrepareContext(&ctx, options, std::nullopt, true);
+  std::string bytes = req.SerializeAsString();
+  grpc::Slice slice(bytes);
+  grpc::ByteBuffer request(&slice, 1), response;
+  grpc::GenericStub stub(channel);
+  grpc::CompletionQueue cq;
+  auto rpc = stub.PrepareUnaryCall(&ctx, "/embstore.v1.EmbStore/Lookup", request, &cq);
+  rpc->StartCall();
+  grpc::Status s;
+  rpc->Finish(&response, &s, &s);
+  void* tag = nullptr;
+  bool ok = false;
+  const bool got = cq.Next(&tag, &ok);
+  cq.Shutdown();
+  for (void* t; cq.Next(&t, &ok);) {
+  }
+  if (!got) return Status::Internal("lookup on server '" + options.target + "' never finished");
+  if (!s.ok()) return internal::FromGrpc(s, options.target);
+  if (!response.Dump(&reply->slices).ok()) {
+    return Status::Internal("cannot read the lookup reply of server '" + options.target + "'");
+  }
+  std::vector<wire::Piece> pieces;
+  pieces.reserve(reply->slices.size());
+  for (const auto& sl : reply->slices) pieces.emplace_back(sl.begin(), sl.size());
+  std::string error;
+  if (!wire::DecodeLookupResponse(pieces, &reply->fields, &error)) {
+    return Status::Corruption("server '" + options.target + "' sent a lookup reply in table '" +
+                              req.table() + "' that does not decode: " + error);
+  }
+  return Status::OK();
+}
+
+// The reply's rows, each checked against its checksum (docs/PROTOCOL.md, "Lookup"): row k starts
+// at (*rows)[k], inside the reply's slices or, for a row split between two of them, in
+// reply->straddling. A reply whose rows, checksums and data do not agree is Corruption.
+Status CheckedReplyRows(const std::string& target, const std::string& table,
+                        std::size_t row_bytes, LookupReply* reply,
+                        std::vector<const std::byte*>* rows) {
+  const wire::DecodedLookup& f = reply->fields;
+  if (row_bytes == 0 || f.data_size != f.rows.size() * row_bytes ||
+      f.row_checksums.size() != f.rows.size()) {
+    return Status::Corruption("server '" + target + "' answered a lookup in table '" + table +
+                              "' with " + std::to_string(f.rows.size()) + " rows, " +
+                              std::to_string(f.row_checksums.size()) + " checksums and " +
+                              std::to_string(f.data_size) + " bytes of " +
+                              std::to_string(row_bytes) + "-byte rows");
+  }
+  std::vector<const std::uint8_t*> at;
+  wire::PlaceRows(f, row_bytes, &at, &reply->straddling);
+  rows->resize(at.size());
+  for (std::size_t k = 0; k < at.size(); ++k) {
+    (*rows)[k] = reinterpret_cast<const std::byte*>(at[k]);
+    if (store::Checksum64({(*rows)[k], row_bytes}) != f.row_checksums[k]) {
+      return Status::Corruption("table '" + table + "' on server '" + target + "': row " +
+                                std::to_string(f.rows[k]) +
+                                " of a lookup reply fails its checksum");
+    }
+  }
+  return Status::OK();
+}
+
 // Rows `ids` of version `content_id` by Lookup RPCs of at most 1 MiB of rows, up to four at a
-// time; each reply checked (its rows, their order and their checksums) before `take(first, reply)`
-// gets it, for ids[first, first + reply rows).
-Status LookupRowBatches(v1::EmbStore::Stub* stub, const ConnectOptions& options,
-                        const std::string& table, std::span<const std::uint64_t> ids,
-                        std::uint64_t content_id, std::size_t row_bytes,
-                        const std::function<void(std::size_t, v1::LookupResponse*)>& take,
-                        std::uint64_t* wire_bytes) {
+// time; each reply checked (its rows, their order and their checksums) before
+// `take(first, rows, reply)` gets it: ids[first + k] at rows[k], inside `reply`.
+Status LookupRowBatches(
+    const std::shared_ptr<grpc::Channel>& channel, const ConnectOptions& options,
+    const std::string& table, std::span<const std::uint64_t> ids, std::uint64_t content_id,
+    std::size_t row_bytes,
+    const std::function<void(std::size_t, const std::vector<const std::byte*>&,
+                              std::shared_ptr<LookupReply>)>& take,
+    std::uint64_t* wire_bytes) {
   const std::size_t per_batch = std::clamp<std::size_t>((1u << 20) / row_bytes, 1, 16384);
   const std::size_t batches = (ids.size() + per_batch - 1) / per_batch;
   std::atomic<std::uint64_t> got{0};
   auto fetch = [&](std::size_t batch) -> Status {
     const std::size_t first = batch * per_batch;
     const std::size_t n = std::min(per_batch, ids.size() - first);
-    grpc::ClientContext ctx;
-    internal::PrepareContext(&ctx, options, std::nullopt, true);
     v1::LookupRequest req;
     req.set_table(table);
     req.set_expected_content_id(content_id);
     auto* rows = req.mutable_rows();
+    rows->mutable_ids()->Reserve(static_cast<int>(n));
     for (std::size_t j = first; j < first + n; ++j) rows->add_ids(ids[j]);
-    v1::LookupResponse resp;
-    grpc::Status s = stub->Lookup(&ctx, req, &resp);
-    if (!s.ok()) return internal::FromGrpc(s, options.target);
-    if (resp.missing_size() > 0) {
-      return Status::OutOfRange("row " + std::to_string(ids[first + resp.missing(0)]) +
-                                " of table '" + table + "' on server '" + options.target +
-                                "' does not exist");
+    auto reply = std::make_shared<LookupReply>();
+    EMBSTORE_RETURN_NOT_OK(CallLookup(channel, options, req, reply.get()));
+    const wire::DecodedLookup& f = reply->fields;
+    if (!f.missing.empty()) {
+      const std::size_t at = f.missing[0] < n ? first + f.missing[0] : first;
+      return Status::OutOfRange("row " + std::to_string(ids[at]) + " of table '" + table +
+                                "' on server '" + options.target + "' does not exist");
     }
-    // Each row arrives with its checksum (docs/PROTOCOL.md, "Lookup"), in the order asked for.
-    const auto* d = reinterpret_cast<const std::byte*>(resp.data().data());
-    if (resp.content_id() != content_id ||
-        resp.dim() * store::DTypeSize(FromProto(resp.dtype()).value_or(store::DType::kF32)) !=
-            row_bytes ||
-        resp.rows_size() != static_cast<int>(n) || resp.row_checksums_size() != resp.rows_size() ||
-        resp.data().size() != n * row_bytes) {
+    const bool dtype_known = f.dtype <= 3 && v1::DType_IsValid(static_cast<int>(f.dtype));
+    const std::size_t size =
+        dtype_known ? store::DTypeSize(FromProto(static_cast<v1::DType>(f.dtype))
+                                           .value_or(store::DType::kF32))
+                    : 0;
+    if (f.content_id != content_id || f.dim * size != row_bytes || f.rows.size() != n) {
       return Status::Corruption("server '" + options.target + "' answered a lookup of " +
                                 std::to_string(n) + " rows of table '" + table + "' with " +
-                                std::to_string(resp.rows_size()) + " rows, " +
-                                std::to_string(resp.row_checksums_size()) + " checksums and " +
-                                std::to_string(resp.data().size()) + " bytes");
+                                std::to_string(f.rows.size()) + " rows of " +
+                                std::to_string(f.dim * size) + " bytes of version " +
+                                std::to_string(f.content_id));
     }
+    std::vector<const std::byte*> at;
+    EMBSTORE_RETURN_NOT_OK(CheckedReplyRows(options.target, table, row_bytes, reply.get(), &at));
+    // Each row arrives with its checksum (docs/PROTOCOL.md, "Lookup"), in the order asked for.
     for (std::size_t k = 0; k < n; ++k) {
-      if (resp.rows(static_cast<int>(k)) != ids[first + k] ||
-          store::Checksum64({d + k * row_bytes, row_bytes}) !=
-              resp.row_checksums(static_cast<int>(k))) {
-        return Status::Corruption("table '" + table + "' on server '" + options.target +
-                                  "': row " + std::to_string(ids[first + k]) +
-                                  " of a lookup reply fails its checksum");
+      if (f.rows[k] != ids[first + k]) {
+        return Status::Corruption("server '" + options.target + "' answered a lookup in table '" +
+                                  table + "' with row " + std::to_string(f.rows[k]) +
+                                  " where row " + std::to_string(ids[first + k]) +
+                                  " was asked for");
       }
     }
-    take(first, &resp);
+    take(first, at, std::move(reply));
     got += n * row_bytes;
     return Status::OK();
   };
@@ -265,7 +343,7 @@ namespace {
 // items, about 4 MiB of row data); `fill(req, first, count)` puts items [first, first + count)
 // into a request. Every batch is pinned to the table version the first one saw.
 Result<LookupResult> LookupBatched(
-    v1::EmbStore::Stub* stub, const ConnectOptions& o, const std::string& table, std::size_t n,
+    const std::shared_ptr<grpc::Channel>& channel, const ConnectOptions& o, const std::string& table, std::size_t n,
     std::optional<std::uint64_t> pinned,
     const std::function<void(v1::LookupRequest*, std::size_t, std::size_t)>& fill) {
   constexpr std::size_t kMaxItems = 16384;
@@ -278,42 +356,33 @@ Result<LookupResult> LookupBatched(
       std::size_t row_bytes = out.dim * store::DTypeSize(out.dtype);
       batch = std::min({n - i, kMaxItems, std::max<std::size_t>(1, kMaxBytes / row_bytes)});
     }
-    grpc::ClientContext ctx;
-    internal::PrepareContext(&ctx, o, std::nullopt, true);
     v1::LookupRequest req;
     req.set_table(table);
     if (pinned) req.set_expected_content_id(*pinned);
     fill(&req, i, batch);
-    v1::LookupResponse resp;
-    grpc::Status s = stub->Lookup(&ctx, req, &resp);
-    if (!s.ok()) return internal::FromGrpc(s, o.target);
-    auto dt = FromProto(resp.dtype());
+    LookupReply reply;
+    EMBSTORE_RETURN_NOT_OK(CallLookup(channel, o, req, &reply));
+    const wire::DecodedLookup& f = reply.fields;
+    std::optional<store::DType> dt;
+    if (f.dtype <= 3 && v1::DType_IsValid(static_cast<int>(f.dtype))) {
+      dt = FromProto(static_cast<v1::DType>(f.dtype));
+    }
     if (!dt) return Status::Internal("server '" + o.target + "' sent an unknown dtype");
-    out.dim = resp.dim();
+    out.dim = f.dim;
     out.dtype = *dt;
-    pinned = resp.content_id();
+    pinned = f.content_id;
     // Each row arrives with its checksum (docs/PROTOCOL.md, "Lookup"): a row that does not match
     // is never handed to the caller.
     const std::size_t row_bytes = out.dim * store::DTypeSize(out.dtype);
-    const auto* d = reinterpret_cast<const std::byte*>(resp.data().data());
-    if (resp.data().size() != static_cast<std::size_t>(resp.rows_size()) * row_bytes ||
-        resp.row_checksums_size() != resp.rows_size()) {
-      return Status::Corruption("server '" + o.target + "' answered a lookup in table '" + table +
-                                "' with " + std::to_string(resp.rows_size()) + " rows, " +
-                                std::to_string(resp.row_checksums_size()) + " checksums and " +
-                                std::to_string(resp.data().size()) + " bytes of " +
-                                std::to_string(row_bytes) + "-byte rows");
+    std::vector<const std::byte*> rows;
+    EMBSTORE_RETURN_NOT_OK(CheckedReplyRows(o.target, table, row_bytes, &reply, &rows));
+    out.rows.insert(out.rows.end(), f.rows.begin(), f.rows.end());
+    for (std::uint32_t m : f.missing) out.missing.push_back(static_cast<std::uint32_t>(i + m));
+    const std::size_t at = out.data.size();
+    out.data.resize(at + rows.size() * row_bytes);
+    for (std::size_t k = 0; k < rows.size(); ++k) {
+      std::memcpy(out.data.data() + at + k * row_bytes, rows[k], row_bytes);
     }
-    for (int k = 0; k < resp.rows_size(); ++k) {
-      if (store::Checksum64({d + k * row_bytes, row_bytes}) != resp.row_checksums(k)) {
-        return Status::Corruption("table '" + table + "' on server '" + o.target + "': row " +
-                                  std::to_string(resp.rows(k)) +
-                                  " of a lookup reply fails its checksum");
-      }
-    }
-    out.rows.insert(out.rows.end(), resp.rows().begin(), resp.rows().end());
-    for (std::uint32_t m : resp.missing()) out.missing.push_back(static_cast<std::uint32_t>(i + m));
-    out.data.insert(out.data.end(), d, d + resp.data().size());
     i += batch;
   } while (i < n);
   return out;
@@ -324,7 +393,7 @@ Result<LookupResult> LookupBatched(
 Result<LookupResult> Client::LookupRows(const std::string& table,
                                         std::span<const std::uint64_t> rows,
                                         std::optional<std::uint64_t> expected_content_id) {
-  return LookupBatched(impl_->stub.get(), options_, table, rows.size(), expected_content_id,
+  return LookupBatched(impl_->control, options_, table, rows.size(), expected_content_id,
                        [&](v1::LookupRequest* req, std::size_t first, std::size_t count) {
                          auto* ids = req->mutable_rows();
                          for (std::size_t j = first; j < first + count; ++j) ids->add_ids(rows[j]);
@@ -339,9 +408,12 @@ Status Client::LookupRowsInto(const std::string& table, std::span<const std::uin
                                    table + "' holds " + std::to_string(out.size()) + " bytes");
   }
   return LookupRowBatches(
-      impl_->stub.get(), options_, table, ids, content_id, row_bytes,
-      [&](std::size_t first, v1::LookupResponse* resp) {
-        std::memcpy(out.data() + first * row_bytes, resp->data().data(), resp->data().size());
+      impl_->control, options_, table, ids, content_id, row_bytes,
+      [&](std::size_t first, const std::vector<const std::byte*>& rows,
+          std::shared_ptr<LookupReply>) {
+        for (std::size_t k = 0; k < rows.size(); ++k) {
+          std::memcpy(out.data() + (first + k) * row_bytes, rows[k], row_bytes);
+        }
       },
       wire_bytes);
 }
@@ -355,22 +427,19 @@ Status Client::LookupRowsHeld(const std::string& table, std::span<const std::uin
   held->rows.assign(ids.size(), nullptr);
   std::mutex mu;  // guards held->pieces; each reply fills rows of its own
   return LookupRowBatches(
-      impl_->stub.get(), options_, table, ids, content_id, row_bytes,
-      [&](std::size_t first, v1::LookupResponse* resp) {
-        auto payload = std::make_shared<std::string>(std::move(*resp->mutable_data()));
-        const auto* d = reinterpret_cast<const std::byte*>(payload->data());
-        for (std::size_t k = 0; k < payload->size() / row_bytes; ++k) {
-          held->rows[first + k] = d + k * row_bytes;
-        }
+      impl_->control, options_, table, ids, content_id, row_bytes,
+      [&](std::size_t first, const std::vector<const std::byte*>& rows,
+          std::shared_ptr<LookupReply> reply) {
+        std::copy(rows.begin(), rows.end(), held->rows.begin() + static_cast<std::ptrdiff_t>(first));
         std::lock_guard lock(mu);
-        held->pieces.push_back(std::move(payload));
+        held->pieces.push_back(std::move(reply));
       },
       wire_bytes);
 }
 
 Result<LookupResult> Client::LookupKeys(const std::string& table,
                                         std::span<const std::string> keys) {
-  return LookupBatched(impl_->stub.get(), options_, table, keys.size(), std::nullopt,
+  return LookupBatched(impl_->control, options_, table, keys.size(), std::nullopt,
                        [&](v1::LookupRequest* req, std::size_t first, std::size_t count) {
                          auto* ks = req->mutable_keys();
                          for (std::size_t j = first; j < first + count; ++j) ks->add_keys(keys[j]);

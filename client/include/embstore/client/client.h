@@ -72,8 +72,9 @@ class Client {
   Status LookupRowsInto(const std::string& table, std::span<const std::uint64_t> ids,
                         std::uint64_t content_id, std::size_t row_bytes, std::span<std::byte> out,
                         std::uint64_t* wire_bytes);
-  // LookupRowsInto, the rows left where the replies brought them: row ids[k] at held->rows[k]
-  // (the replies' payloads appended to held->pieces), without copying them once more.
+  // LookupRowsInto, the rows left where the replies brought them: row ids[k] at held->rows[k],
+  // inside gRPC's receive buffers (each reply appended to held->pieces). Only a row split
+  // between two buffers is copied (docs/PROTOCOL.md, "Lookup").
   Status LookupRowsHeld(const std::string& table, std::span<const std::uint64_t> ids,
                         std::uint64_t content_id, std::size_t row_bytes, HeldRows* held,
                         std::uint64_t* wire_bytes);
