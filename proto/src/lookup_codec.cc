@@ -21,70 +21,52 @@ void AppendLookupDataHeader(std::uint64_t size, std::string* out) {
 bool DecodeLookupResponse(std::span<const Piece> pieces, DecodedLookup* out, std::string* error) {
   *out = DecodedLookup();
   Cursor cur(pieces);
-  auto fail = [&](const char* what) {
-    *error = std::string("malformed LookupResponse: ") + what;
-    return false;
-  };
   // A repeated varint field's value, from its unpacked or its packed form.
-  auto add_varint = [&](std::uint64_t field, std::uint64_t v) -> bool {
+  auto add_varint = [&](std::uint64_t field, std::uint64_t v) -> const char* {
     if (field == kRows) out->rows.push_back(v);
     if (field == kMissing) {
-      if (v > UINT32_MAX) return fail("a missing index is not a uint32");
+      if (v > UINT32_MAX) return "a missing index is not a uint32";
       out->missing.push_back(static_cast<std::uint32_t>(v));
     }
-    return true;
+    return nullptr;
   };
-  while (!cur.AtEnd()) {
-    std::uint64_t key, v;
-    if (!cur.Varint(&key)) return fail("truncated field key");
-    const std::uint64_t field = key >> 3;
-    switch (static_cast<std::uint32_t>(key & 7)) {
-      case kVarint:
-        if (!cur.Varint(&v)) return fail("truncated varint");
+  const char* wrong = ReadFields(
+      cur,
+      [&](std::uint64_t field, std::uint64_t v) -> const char* {
         if (field == kDim) out->dim = v;
         if (field == kDType) out->dtype = v;
-        if (!add_varint(field, v)) return false;
-        break;
-      case kFixed64:
-        if (!cur.Fixed(8, &v)) return fail("truncated fixed64");
+        return add_varint(field, v);
+      },
+      [&](std::uint64_t field, std::uint64_t v) -> const char* {
         if (field == kContentId) out->content_id = v;
         if (field == kRowChecksums) out->row_checksums.push_back(v);  // not packed: also valid
-        break;
-      case kFixed32:
-        if (!cur.Fixed(4, &v)) return fail("truncated fixed32");
-        break;
-      case kBytes: {
-        if (!cur.Varint(&v)) return fail("truncated length");
+        return nullptr;
+      },
+      [&](std::uint64_t field, std::uint64_t v) -> const char* {
         if (field == kData) {  // a second occurrence replaces the first, as in protobuf
           out->data.clear();
           out->data_size = v;
-          if (!cur.Take(v, &out->data)) return fail("truncated data");
-        } else if (field == kRowChecksums) {
-          if (v % 8 != 0) return fail("packed row checksums are not whole fixed64s");
-          out->row_checksums.reserve(out->row_checksums.size() + v / 8);
-          for (std::uint64_t i = 0; i < v / 8; ++i) {
-            std::uint64_t s;
-            if (!cur.Fixed(8, &s)) return fail("truncated row checksums");
-            out->row_checksums.push_back(s);
-          }
-        } else if (field == kRows || field == kMissing) {
+          return cur.Take(v, &out->data) ? nullptr : "truncated data";
+        }
+        if (field == kRowChecksums) {
+          return ReadPackedFixed64(cur, v, &out->row_checksums,
+                                   "packed row checksums are not whole fixed64s",
+                                   "truncated row checksums");
+        }
+        if (field == kRows || field == kMissing) {
           const std::uint64_t end = cur.Position() + v;
           while (cur.Position() < end) {
             std::uint64_t item;
-            if (!cur.Varint(&item)) return fail("truncated packed varints");
-            if (!add_varint(field, item)) return false;
+            if (!cur.Varint(&item)) return "truncated packed varints";
+            if (const char* bad = add_varint(field, item)) return bad;
           }
-          if (cur.Position() != end) return fail("a packed varint runs past its field");
-        } else if (!cur.Take(v, nullptr)) {  // unknown fields: skipped
-          return fail("truncated field");
+          return cur.Position() == end ? nullptr : "a packed varint runs past its field";
         }
-        break;
-      }
-      default:
-        return fail("unknown wire type");
-    }
-  }
-  return true;
+        return SkipBytes(cur, v);  // unknown fields: skipped
+      });
+  if (wrong == nullptr) return true;
+  *error = std::string("malformed LookupResponse: ") + wrong;
+  return false;
 }
 
 void PlaceRows(const DecodedLookup& d, std::size_t row_bytes, std::vector<const std::uint8_t*>* at,

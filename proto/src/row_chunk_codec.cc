@@ -53,59 +53,45 @@ bool DecodeRowChunk(std::span<const Piece> pieces, DecodedRowChunk* out, std::st
   *out = DecodedRowChunk();
   RowChunkFields& f = out->fields;
   Cursor cur(pieces);
-  auto fail = [&](const char* what) {
-    *error = std::string("malformed RowChunk: ") + what;
-    return false;
-  };
-  while (!cur.AtEnd()) {
-    std::uint64_t key, v;
-    if (!cur.Varint(&key)) return fail("truncated field key");
-    const std::uint64_t field = key >> 3;
-    switch (static_cast<std::uint32_t>(key & 7)) {
-      case kVarint:
-        if (!cur.Varint(&v)) return fail("truncated varint");
+  const char* wrong = ReadFields(
+      cur,
+      [&](std::uint64_t field, std::uint64_t v) -> const char* {
         if (field == kFirstRow) f.first_row = v;
         if (field == kRowCount) f.row_count = v;
         if (field == kFirstBlock) f.first_block = v;
         if (field == kChunkRows) f.chunk_rows = v;
-        break;
-      case kFixed64:
-        if (!cur.Fixed(8, &v)) return fail("truncated fixed64");
+        return nullptr;
+      },
+      [&](std::uint64_t field, std::uint64_t v) -> const char* {
         if (field == kPayloadChecksum) f.payload_checksum = v;
         if (field == kContentId) f.content_id = v;
         if (field == kBlockChecksums) f.block_checksums.push_back(v);  // not packed: also valid
-        break;
-      case kFixed32:
-        if (!cur.Fixed(4, &v)) return fail("truncated fixed32");
-        break;
-      case kBytes: {
-        if (!cur.Varint(&v)) return fail("truncated length");
+        return nullptr;
+      },
+      [&](std::uint64_t field, std::uint64_t v) -> const char* {
         if (field == kPayload) {
           out->payload.clear();
           f.payload_size = v;
-          if (!cur.Take(v, &out->payload)) return fail("truncated payload");
-        } else if (field == kBlockChecksums) {
-          if (v % 8 != 0) return fail("packed checksums are not whole fixed64s");
-          for (std::uint64_t i = 0; i < v / 8; ++i) {
-            std::uint64_t s;
-            if (!cur.Fixed(8, &s)) return fail("truncated checksums");
-            f.block_checksums.push_back(s);
-          }
-        } else if (field == kTableInfo) {
-          std::vector<Piece> info;
-          if (!cur.Take(v, &info)) return fail("truncated table info");
-          f.table_info.clear();
-          for (const auto& p : info) f.table_info.append(reinterpret_cast<const char*>(p.data()), p.size());
-        } else if (!cur.Take(v, nullptr)) {  // unknown fields: skipped
-          return fail("truncated field");
+          return cur.Take(v, &out->payload) ? nullptr : "truncated payload";
         }
-        break;
-      }
-      default:
-        return fail("unknown wire type");
-    }
-  }
-  return true;
+        if (field == kBlockChecksums) {
+          return ReadPackedFixed64(cur, v, &f.block_checksums,
+                                   "packed checksums are not whole fixed64s", "truncated checksums");
+        }
+        if (field == kTableInfo) {
+          std::vector<Piece> info;
+          if (!cur.Take(v, &info)) return "truncated table info";
+          f.table_info.clear();
+          for (const auto& p : info) {
+            f.table_info.append(reinterpret_cast<const char*>(p.data()), p.size());
+          }
+          return nullptr;
+        }
+        return SkipBytes(cur, v);  // unknown fields: skipped
+      });
+  if (wrong == nullptr) return true;
+  *error = std::string("malformed RowChunk: ") + wrong;
+  return false;
 }
 
 }  // namespace embstore::wire

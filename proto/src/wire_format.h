@@ -105,6 +105,62 @@ class Cursor {
   std::uint64_t position_ = 0;
 };
 
+// Reads a message's fields in order, whatever their order and however they are split into
+// pieces: on_varint(field, value) and on_fixed64(field, value) for those wire types (fixed32
+// fields are skipped), on_bytes(field, length) for length-delimited ones, which must take or skip
+// exactly `length` bytes from `cur`. Each callback returns what was wrong, or nullptr. Returns
+// what was wrong with the message, or nullptr when it is well formed.
+template <typename OnVarint, typename OnFixed64, typename OnBytes>
+const char* ReadFields(Cursor& cur, OnVarint on_varint, OnFixed64 on_fixed64, OnBytes on_bytes) {
+  while (!cur.AtEnd()) {
+    std::uint64_t key, v;
+    if (!cur.Varint(&key)) return "truncated field key";
+    const std::uint64_t field = key >> 3;
+    const char* wrong = nullptr;
+    switch (static_cast<std::uint32_t>(key & 7)) {
+      case kVarint:
+        if (!cur.Varint(&v)) return "truncated varint";
+        wrong = on_varint(field, v);
+        break;
+      case kFixed64:
+        if (!cur.Fixed(8, &v)) return "truncated fixed64";
+        wrong = on_fixed64(field, v);
+        break;
+      case kFixed32:
+        if (!cur.Fixed(4, &v)) return "truncated fixed32";
+        break;
+      case kBytes:
+        if (!cur.Varint(&v)) return "truncated length";
+        wrong = on_bytes(field, v);
+        break;
+      default:
+        return "unknown wire type";
+    }
+    if (wrong != nullptr) return wrong;
+  }
+  return nullptr;
+}
+
+// The `length` bytes of a packed repeated fixed64 field, appended to `out`; `not_whole` or
+// `truncated` when they are not whole values or not all there.
+inline const char* ReadPackedFixed64(Cursor& cur, std::uint64_t length,
+                                     std::vector<std::uint64_t>* out, const char* not_whole,
+                                     const char* truncated) {
+  if (length % 8 != 0) return not_whole;
+  out->reserve(out->size() + length / 8);
+  for (std::uint64_t i = 0; i < length / 8; ++i) {
+    std::uint64_t v;
+    if (!cur.Fixed(8, &v)) return truncated;
+    out->push_back(v);
+  }
+  return nullptr;
+}
+
+// Skips a length-delimited field nobody reads.
+inline const char* SkipBytes(Cursor& cur, std::uint64_t length) {
+  return cur.Take(length, nullptr) ? nullptr : "truncated field";
+}
+
 }  // namespace embstore::wire
 
 #endif  // EMBSTORE_PROTO_SRC_WIRE_FORMAT_H_
