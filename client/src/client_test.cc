@@ -613,6 +613,17 @@ TEST_F(ClientTest, RowHashesAgainstACopyAskOnlyForTheGroupsThatDiffer) {
             StatusCode::kInvalidArgument);
 }
 
+// Serves `service` alone on a free loopback port; *target is where to reach it.
+bool StartFake(grpc::Service* service, std::unique_ptr<grpc::Server>* server, std::string* target) {
+  int port = 0;
+  grpc::ServerBuilder builder;
+  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
+  builder.RegisterService(service);
+  *server = builder.BuildAndStart();
+  *target = "127.0.0.1:" + std::to_string(port);
+  return *server != nullptr && port > 0;
+}
+
 // A server from before group_rows: RowHashes ignores the field and sends each row's hash (with
 // made-up block checksums: block b's is b).
 class RowHashesWithoutGroups final : public v1::EmbStore::Service {
@@ -646,14 +657,9 @@ TEST(RowHashesAgainst, AServerWithoutGroupHashesIsAskedForEveryRowsHash) {
   std::vector<std::uint64_t> hashes(rows);
   for (std::uint64_t r = 0; r < rows; ++r) hashes[r] = r * 0x9E3779B97F4A7C15ull + 1;
   RowHashesWithoutGroups service(hashes, 64);
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_TRUE(server && port > 0);
+  std::unique_ptr<grpc::Server> server;
   ConnectOptions o;
-  o.target = "127.0.0.1:" + std::to_string(port);
+  ASSERT_TRUE(StartFake(&service, &server, &o.target));
   auto c = Client::Connect(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   std::vector<std::uint64_t> got, blocks, groups{7};
@@ -735,14 +741,9 @@ TEST(LookupReplies, RowsComeWhereTheyArrivedAndEveryDamageIsRefused) {
   const std::uint64_t dim = 129;
   const std::size_t rb = dim * 4;
   LookupByProtobuf service(dim);
-  int port = 0;
-  grpc::ServerBuilder builder;
-  builder.AddListeningPort("127.0.0.1:0", grpc::InsecureServerCredentials(), &port);
-  builder.RegisterService(&service);
-  std::unique_ptr<grpc::Server> server = builder.BuildAndStart();
-  ASSERT_TRUE(server && port > 0);
+  std::unique_ptr<grpc::Server> server;
   ConnectOptions o;
-  o.target = "127.0.0.1:" + std::to_string(port);
+  ASSERT_TRUE(StartFake(&service, &server, &o.target));
   auto c = Client::Connect(o);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   std::mt19937_64 rng(5);
