@@ -212,8 +212,93 @@ Status AtomicFile::Preallocate(std::uint64_t bytes) {
   return Status::OK();
 }
 
+Result<std::unique_ptr<AtomicFile>> AtomicFile::AdoptSpare(const std::string& path,
+                                                          const std::string& spare_path) {
+  const std::string what = "spare '" + spare_path + "'";
+  // O_NONBLOCK: a lease someone else holds on it fails the open instead of waiting for them.
+  const int fd = ::open(spare_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) {
+    const int err = errno;
+    if (err == ENOENT) return Status::NotFound("no " + what);
+    return Status::Unavailable(what + ": " + std::strerror(err));
+  }
+  std::unique_ptr<AtomicFile> f(new AtomicFile(path, /*overwrite=*/true));
+  f->fd_ = fd;
+  f->temp_path_ = spare_path;
+  f->spare_ = true;
+  struct stat st, target;
+  if (::fstat(fd, &st) != 0) return Status::Unavailable(what + ": " + std::strerror(errno));
+  if (!S_ISREG(st.st_mode)) return Status::Unavailable(what + " is not a regular file");
+  if (st.st_nlink != 1) {
+    return Status::Unavailable(what + " has " + std::to_string(st.st_nlink) +
+                               " names (a spare has one)");
+  }
+  if (::stat(path.c_str(), &target) == 0 &&
+      (target.st_dev != st.st_dev || target.st_ino == st.st_ino)) {
+    return Status::Unavailable(what + (target.st_dev != st.st_dev
+                                           ? " is on another filesystem than '" + path + "'"
+                                           : " is the file '" + path + "' itself"));
+  }
+  // A lease break signals the holder, by default with SIGIO, whose default action ends the
+  // process; SIGURG's is to ignore it. Commit asks the lease itself whether it was broken.
+  if (::fcntl(fd, F_SETSIG, SIGURG) != 0 || ::fcntl(fd, F_SETLEASE, F_WRLCK) != 0) {
+    const int err = errno;
+    return Status::Unavailable(
+        err == EAGAIN || err == EBUSY
+            ? what + " is open or mapped elsewhere (a reader of an earlier version)"
+            : what + ": no write lease on this filesystem (" + std::strerror(err) + ")");
+  }
+  return f;
+}
+
+Status AtomicFile::Truncate(std::uint64_t size) {
+  if (fd_ < 0) return Status::FailedPrecondition("'" + path_ + "': file is already closed");
+  if (::ftruncate(fd_, static_cast<off_t>(size)) != 0) {
+    return Status::FromErrno("truncate '" + temp_path_ + "'", errno);
+  }
+  return Status::OK();
+}
+
+Status AtomicFile::CommitSpare(bool durable) {
+  if (durable && ::fdatasync(fd_) != 0) {
+    Status st = Status::FromErrno("fsync '" + temp_path_ + "'", errno);
+    Abort();
+    return st;
+  }
+  // Nobody opened the spare while it was written (they would be waiting for the lease now): the
+  // swap publishes it whole. Whoever opens it from here on waits for the unlock below, and by then
+  // it is complete.
+  if (::fcntl(fd_, F_GETLEASE) != F_WRLCK) {
+    Abort();
+    return Status::Unavailable("spare '" + temp_path_ +
+                               "' was opened by another process while it was written; it was "
+                               "not swapped in");
+  }
+  if (::renameat2(AT_FDCWD, temp_path_.c_str(), AT_FDCWD, path_.c_str(), RENAME_EXCHANGE) != 0) {
+    const int err = errno;
+    Abort();
+    if (err == EINVAL || err == ENOSYS) {
+      return Status::Unavailable("this filesystem cannot swap '" + temp_path_ + "' and '" +
+                                 path_ + "' (renameat2 RENAME_EXCHANGE)");
+    }
+    return Status::FromErrno("swap '" + temp_path_ + "' and '" + path_ + "'", err);
+  }
+  ::fcntl(fd_, F_SETLEASE, F_UNLCK);
+  ::close(fd_);
+  fd_ = -1;
+  done_ = true;
+  return durable ? SyncDirectory(DirName(path_)) : Status::OK();
+}
+
+void AtomicFile::KeepReplaced() {
+  const std::string link_path = keep_replaced_ + ".tmp-" + RandomSuffix();
+  if (::link(path_.c_str(), link_path.c_str()) != 0) return;  // nothing there, or no links
+  if (::rename(link_path.c_str(), keep_replaced_.c_str()) != 0) ::unlink(link_path.c_str());
+}
+
 Status AtomicFile::Commit(bool durable) {
   if (fd_ < 0 || done_) return Status::FailedPrecondition("'" + path_ + "': already finished");
+  if (spare_) return CommitSpare(durable);
   if (preallocated_ > 0) {
     // Blocks reserved past the end (the writer wrote less than it expected) go back: truncating
     // to the file's own size frees what lies beyond it.
@@ -232,6 +317,7 @@ Status AtomicFile::Commit(bool durable) {
   }
   ::close(fd_);
   fd_ = -1;
+  if (!keep_replaced_.empty() && overwrite_) KeepReplaced();
   int rc;
   if (overwrite_) {
     rc = ::rename(temp_path_.c_str(), path_.c_str());
@@ -262,10 +348,10 @@ Status AtomicFile::Commit(bool durable) {
 void AtomicFile::Abort() {
   if (done_) return;
   if (fd_ >= 0) {
-    ::close(fd_);
+    ::close(fd_);  // (a spare's lease goes with it)
     fd_ = -1;
   }
-  if (!temp_path_.empty()) ::unlink(temp_path_.c_str());
+  if (!temp_path_.empty() && !spare_) ::unlink(temp_path_.c_str());
   UnregisterTemp(signal_slot_);
   signal_slot_ = -1;
   done_ = true;

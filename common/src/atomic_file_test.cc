@@ -4,12 +4,18 @@
 #include <dirent.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <fcntl.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <filesystem>
 #include <fstream>
+#include <span>
 #include <sstream>
+#include <vector>
 
 namespace embstore {
 namespace {
@@ -115,6 +121,176 @@ TEST(AtomicFile, ASignalAtAnyMomentLeavesNoTemporaryFile) {
     ASSERT_EQ(waitpid(pid, &status, 0), pid);
     ASSERT_TRUE(WIFSIGNALED(status)) << "trial " << trial << ": status " << status;
     ASSERT_EQ(CountEntries(dir), 0) << "trial " << trial;
+  }
+}
+
+// Spares (AtomicFile::AdoptSpare): in a scratch directory on ext4 (TempDir) and on tmpfs, the
+// two kinds of disk delta syncs write on here.
+std::vector<std::string> SpareDirs() {
+  struct Removed {  // the tmpfs directories, removed at exit
+    std::vector<std::string> dirs;
+    ~Removed() {
+      std::error_code ec;
+      for (const auto& d : dirs) std::filesystem::remove_all(d, ec);
+    }
+  };
+  static Removed shm_dirs;
+  std::vector<std::string> dirs{TempDir()};
+  struct stat st;
+  char shm[] = "/dev/shm/embstore-atomic-XXXXXX";
+  if (::stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) && ::mkdtemp(shm) != nullptr) {
+    dirs.push_back(shm);
+    shm_dirs.dirs.push_back(shm);
+  }
+  return dirs;
+}
+
+ino_t Inode(const std::string& path) {
+  struct stat st;
+  return ::stat(path.c_str(), &st) == 0 ? st.st_ino : 0;
+}
+
+void Write(const std::string& path, const std::string& bytes) { std::ofstream(path) << bytes; }
+
+TEST(AtomicFileSpare, IsWrittenInPlaceThenSwappedWithThePath) {
+  for (const std::string& dir : SpareDirs()) {
+    const std::string path = dir + "/t.emb", spare = dir + "/.t.emb.spare";
+    Write(path, "current version");
+    Write(spare, "an older version, longer");
+    const ino_t spare_inode = Inode(spare), current_inode = Inode(path);
+    auto f = AtomicFile::AdoptSpare(path, spare);
+    ASSERT_TRUE(f.ok()) << dir << ": " << f.status().ToString();
+    EXPECT_EQ((*f)->temp_path(), spare);
+    const std::string next = "the next one";
+    ASSERT_TRUE((*f)->WriteAt(0, std::as_bytes(std::span(next.data(), next.size()))).ok());
+    ASSERT_TRUE((*f)->Truncate(next.size()).ok());
+    EXPECT_EQ(Read(path), "current version");  // nothing seen before Commit
+    ASSERT_TRUE((*f)->Commit().ok());
+    EXPECT_EQ(Read(path), next);
+    EXPECT_EQ(Read(spare), "current version");  // the replaced file is the next spare
+    EXPECT_EQ(Inode(path), spare_inode);
+    EXPECT_EQ(Inode(spare), current_inode);
+    EXPECT_EQ(CountEntries(dir), 2);
+  }
+}
+
+TEST(AtomicFileSpare, IsNotTakenWhileAnyoneHasItOpenOrMapped) {
+  for (const std::string& dir : SpareDirs()) {
+    const std::string path = dir + "/t.emb", spare = dir + "/.t.emb.spare";
+    Write(path, "current");
+    Write(spare, "older");
+    const int reader = ::open(spare.c_str(), O_RDONLY | O_CLOEXEC);
+    ASSERT_GE(reader, 0);
+    auto f = AtomicFile::AdoptSpare(path, spare);
+    ASSERT_FALSE(f.ok()) << dir;
+    EXPECT_EQ(f.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(f.status().message().find("open or mapped elsewhere"), std::string::npos)
+        << f.status().ToString();
+    // A mapping outlives its descriptor and still counts.
+    void* map = ::mmap(nullptr, 5, PROT_READ, MAP_SHARED, reader, 0);
+    ASSERT_NE(map, MAP_FAILED);
+    ::close(reader);
+    f = AtomicFile::AdoptSpare(path, spare);
+    ASSERT_FALSE(f.ok()) << dir;
+    EXPECT_EQ(f.status().code(), StatusCode::kUnavailable);
+    ::munmap(map, 5);
+    f = AtomicFile::AdoptSpare(path, spare);
+    ASSERT_TRUE(f.ok()) << dir << ": " << f.status().ToString();
+    f = Status::Cancelled("let go");  // (reading it while it is held would wait for the lease)
+    EXPECT_EQ(Read(spare), "older");  // a refused spare was not touched
+  }
+}
+
+// Someone who opens the spare while it is written waits for the lease (an O_NONBLOCK open fails
+// at once, and breaks it all the same); Commit then swaps nothing, and the writer goes on with a
+// new file.
+TEST(AtomicFileSpare, OneOpenedWhileItWasWrittenIsNotSwappedIn) {
+  for (const std::string& dir : SpareDirs()) {
+    const std::string path = dir + "/t.emb", spare = dir + "/.t.emb.spare";
+    Write(path, "current");
+    Write(spare, "older");
+    auto f = AtomicFile::AdoptSpare(path, spare);
+    ASSERT_TRUE(f.ok()) << dir << ": " << f.status().ToString();
+    ASSERT_TRUE((*f)->WriteAt(0, std::as_bytes(std::span("new", 3))).ok());
+    const int opener = ::open(spare.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    EXPECT_EQ(opener, -1);
+    EXPECT_EQ(errno, EWOULDBLOCK);
+    const Status st = (*f)->Commit();
+    EXPECT_EQ(st.code(), StatusCode::kUnavailable) << st.ToString();
+    EXPECT_NE(st.message().find("was opened by another process while it was written"),
+              std::string::npos) << st.ToString();
+    EXPECT_EQ(Read(path), "current");
+    EXPECT_TRUE(PathExists(spare));  // left as it is: a spare is only ever hashed
+  }
+}
+
+TEST(AtomicFileSpare, OnlyASpareOfItsOwnIsTaken) {
+  for (const std::string& dir : SpareDirs()) {
+    const std::string path = dir + "/t.emb", spare = dir + "/.t.emb.spare";
+    Write(path, "current");
+    auto none = AtomicFile::AdoptSpare(path, spare);
+    EXPECT_EQ(none.status().code(), StatusCode::kNotFound) << none.status().ToString();
+    // The file itself, under a second name: written in place, its readers would see the writes.
+    ASSERT_EQ(::link(path.c_str(), spare.c_str()), 0);
+    auto linked = AtomicFile::AdoptSpare(path, spare);
+    EXPECT_EQ(linked.status().code(), StatusCode::kUnavailable);
+    EXPECT_NE(linked.status().message().find("has 2 names"), std::string::npos)
+        << linked.status().ToString();
+    ::unlink(spare.c_str());
+    ASSERT_EQ(::mkdir(spare.c_str(), 0700), 0);
+    auto directory = AtomicFile::AdoptSpare(path, spare);
+    EXPECT_EQ(directory.status().code(), StatusCode::kUnavailable);
+    ::rmdir(spare.c_str());
+    ASSERT_EQ(::symlink(path.c_str(), spare.c_str()), 0);
+    auto symlink = AtomicFile::AdoptSpare(path, spare);
+    EXPECT_EQ(symlink.status().code(), StatusCode::kUnavailable) << symlink.status().ToString();
+    ::unlink(spare.c_str());
+    EXPECT_EQ(Read(path), "current");
+  }
+}
+
+TEST(AtomicFileSpare, AbortLeavesTheSpareAndThePath) {
+  for (const std::string& dir : SpareDirs()) {
+    const std::string path = dir + "/t.emb", spare = dir + "/.t.emb.spare";
+    Write(path, "current");
+    Write(spare, "older");
+    {
+      auto f = AtomicFile::AdoptSpare(path, spare);
+      ASSERT_TRUE(f.ok()) << f.status().ToString();
+      ASSERT_TRUE((*f)->WriteAt(0, std::as_bytes(std::span("NEW", 3))).ok());
+    }
+    EXPECT_EQ(Read(path), "current");
+    EXPECT_EQ(Read(spare), "NEWer");
+    // And the lease went with it: the spare can be taken again.
+    EXPECT_TRUE(AtomicFile::AdoptSpare(path, spare).ok());
+  }
+}
+
+TEST(AtomicFile, KeepReplacedAsKeepsTheFileItReplaces) {
+  for (const std::string& dir : SpareDirs()) {
+    const std::string path = dir + "/t.emb", spare = dir + "/.t.emb.spare";
+    Write(path, "v1");
+    Write(spare, "v0");
+    const ino_t v1 = Inode(path);
+    auto f = AtomicFile::Create(path, true);
+    ASSERT_TRUE(f.ok());
+    (*f)->KeepReplacedAs(spare);
+    ASSERT_TRUE((*f)->Append("v2").ok());
+    ASSERT_TRUE((*f)->Commit().ok());
+    EXPECT_EQ(Read(path), "v2");
+    EXPECT_EQ(Read(spare), "v1");
+    EXPECT_EQ(Inode(spare), v1);
+    EXPECT_EQ(CountEntries(dir), 2);  // no link left under a temporary name
+    // Nothing to keep when nothing was there.
+    ::unlink(path.c_str());
+    ::unlink(spare.c_str());
+    auto first = AtomicFile::Create(path, true);
+    ASSERT_TRUE(first.ok());
+    (*first)->KeepReplacedAs(spare);
+    ASSERT_TRUE((*first)->Append("v3").ok());
+    ASSERT_TRUE((*first)->Commit().ok());
+    EXPECT_EQ(Read(path), "v3");
+    EXPECT_FALSE(PathExists(spare));
   }
 }
 

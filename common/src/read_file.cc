@@ -4,6 +4,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <string>
 
 namespace embstore {
 
@@ -32,6 +33,22 @@ Result<std::string> ReadSmallFile(const std::string& path, std::string_view what
   }
   ::close(fd);
   return out;
+}
+
+Status ReadAllAt(int fd, std::uint64_t offset, std::span<std::byte> out, std::string_view what) {
+  for (std::size_t got = 0; got < out.size();) {
+    const ssize_t r =
+        ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
+    if (r < 0 && errno == EINTR) continue;
+    if (r < 0) return Status::FromErrno(what, errno);
+    if (r == 0) {
+      return Status::IOError(std::string(what) + ": the file ended " +
+                             std::to_string(out.size() - got) +
+                             " bytes early (truncated underneath?)");
+    }
+    got += static_cast<std::size_t>(r);
+  }
+  return Status::OK();
 }
 
 }  // namespace embstore

@@ -61,8 +61,32 @@ class AtomicFile {
   Status Commit(bool durable = true);
   void Abort();
 
+  // A spare (docs/CLIENT.md, "Spares"): the existing file `spare_path`, written in place instead
+  // of a new temporary file, and swapped with `path` at Commit (renameat2 RENAME_EXCHANGE), so
+  // that `path` names what was written and `spare_path` what `path` held. Readers of `path` see
+  // the one file or the other, never a mix, as with a new file. The spare is taken only under a
+  // write lease (F_SETLEASE), which the kernel grants only while no other open descriptor or
+  // mapping of it exists, in this process or any other: nobody reads a file while it is written in
+  // place. Whoever opens it afterwards waits until Commit or Abort (at most
+  // /proc/sys/fs/lease-break-time seconds); Commit then swaps nothing and fails with Aborted, so
+  // the caller writes a new file instead. Unavailable when the spare cannot be taken (why: open
+  // elsewhere, not a regular file of one link, the same file as `path`, no leases on this
+  // filesystem); NotFound when there is none. The lease's break signal is SIGURG, which is
+  // ignored unless the program handles it. Abort leaves the spare where it is, holding whatever
+  // was written into it: a spare's bytes are never trusted, only hashed.
+  static Result<std::unique_ptr<AtomicFile>> AdoptSpare(const std::string& path,
+                                                        const std::string& spare_path);
+  // Keeps what `path` holds at Commit, if anything, under `spare_path` (replacing what that name
+  // held): a hard link made just before the rename, so the replaced file lives on as the spare
+  // instead of being freed. Best effort: where links cannot be made, nothing is kept.
+  void KeepReplacedAs(std::string spare_path) { keep_replaced_ = std::move(spare_path); }
+  // Sets the file's size (an adopted spare longer than what was written into it).
+  Status Truncate(std::uint64_t size);
+
  private:
   AtomicFile(std::string path, bool overwrite) : path_(std::move(path)), overwrite_(overwrite) {}
+  Status CommitSpare(bool durable);
+  void KeepReplaced();
 
   std::string path_;
   bool overwrite_;
@@ -72,6 +96,8 @@ class AtomicFile {
   std::uint64_t preallocated_ = 0;
   bool done_ = false;
   int signal_slot_ = -1;  // in the registry RemoveTempFilesOnSignal() reads
+  bool spare_ = false;    // AdoptSpare: temp_path_ is the spare, held under a write lease
+  std::string keep_replaced_;
   // Concurrent WriteAt calls take turns here: the kernel writes into one file one call at a time
   // anyway (the inode's lock), and a writer waiting there spins on a core while the other copies
   // (tmpfs: a 4 MiB pwritev holds it for about 2 ms). Waiting on this mutex sleeps instead.
