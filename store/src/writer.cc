@@ -20,6 +20,7 @@
 #define XXH_INLINE_ALL
 #include <xxhash.h>
 
+#include "embstore/common/read_file.h"
 #include "embstore/common/timestamp.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/format.h"
@@ -102,23 +103,6 @@ class TableWriter::Helper {
 namespace {
 
 constexpr std::size_t kBufferBytes = 4u << 20;
-
-// Reads all of `out` from `fd` at `offset`. `what` says what was read, for the error: errno's, or
-// "... ended N bytes early (truncated underneath?)".
-Status PreadFull(int fd, std::uint64_t offset, std::span<std::byte> out, const std::string& what) {
-  for (std::size_t got = 0; got < out.size();) {
-    const ssize_t r =
-        ::pread(fd, out.data() + got, out.size() - got, static_cast<off_t>(offset + got));
-    if (r < 0 && errno == EINTR) continue;
-    if (r < 0) return Status::FromErrno(what, errno);
-    if (r == 0) {
-      return Status::IOError(what + ": the file ended " + std::to_string(out.size() - got) +
-                             " bytes early (truncated underneath?)");
-    }
-    got += static_cast<std::size_t>(r);
-  }
-  return Status::OK();
-}
 
 std::uint64_t KeySlotsFor(std::uint64_t rows) {
   // A load factor of at most 1/2 keeps linear probing short; at least one slot always stays empty
@@ -261,7 +245,19 @@ Result<std::unique_ptr<TableWriter>> TableWriter::Create(const std::string& path
   return w;
 }
 
-Status TableWriter::Init() {
+Result<std::unique_ptr<TableWriter>> TableWriter::Adopt(const std::string& path,
+                                                        const WriterOptions& options,
+                                                        std::unique_ptr<AtomicFile> spare,
+                                                        std::uint64_t data_offset) {
+  if (spare == nullptr) {
+    return Status::InvalidArgument("table '" + path + "': no spare to adopt");
+  }
+  std::unique_ptr<TableWriter> w(new TableWriter(path, options));
+  EMBSTORE_RETURN_NOT_OK(w->Init(std::move(spare), data_offset));
+  return w;
+}
+
+Status TableWriter::Init(std::unique_ptr<AtomicFile> spare, std::uint64_t spare_data_offset) {
   row_bytes_ = options_.dim * DTypeSize(options_.dtype);
   block_rows_ = options_.block_rows ? options_.block_rows : DefaultBlockRows(row_bytes_);
 
@@ -304,7 +300,22 @@ Status TableWriter::Init() {
   std::uint64_t need = 8 + json->size();
   data_start_ = (need + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
 
+  if (spare != nullptr) {
+    if (spare_data_offset != data_start_) {
+      return Status::FailedPrecondition(
+          "table '" + path_ + "': the spare '" + spare->temp_path() + "' holds its matrix at byte " +
+          std::to_string(spare_data_offset) + "; this version's header puts it at byte " +
+          std::to_string(data_start_));
+    }
+    file_ = std::move(spare);
+    temp_path_ = file_->temp_path();
+    adopted_ = true;
+    hasher_ = std::make_unique<Hasher>();
+    XXH3_64bits_reset(&hasher_->state);
+    return Status::OK();
+  }
   EMBSTORE_ASSIGN_OR_RETURN(file_, AtomicFile::Create(path_, options_.overwrite));
+  if (!options_.keep_replaced.empty()) file_->KeepReplacedAs(options_.keep_replaced);
   temp_path_ = file_->temp_path();
   if (const std::uint64_t rows = options_.expected_rows; rows > 0) {
     const std::uint64_t blocks = (rows + block_rows_ - 1) / block_rows_;
@@ -412,9 +423,10 @@ Status TableWriter::AppendRows(std::span<const std::byte> encoded) {
   if (finished_ || !file_) {
     return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");
   }
-  if (matrix_given_) {
-    return Fail(Status::FailedPrecondition("table '" + path_ +
-                                           "': rows appended after AppendMatrixFrom"));
+  if (matrix_given_ || adopted_) {
+    return Fail(Status::FailedPrecondition(
+        "table '" + path_ + "': rows appended to a given matrix (AppendMatrixFrom, or an adopted "
+        "spare)"));
   }
   if (encoded.size() % row_bytes_ != 0) {
     return Fail(Status::InvalidArgument(
@@ -447,15 +459,15 @@ Status TableWriter::AppendRows(std::span<const std::byte> encoded) {
   return Status::OK();
 }
 
-Status TableWriter::AppendMatrixFrom(int fd, std::uint64_t offset, std::uint64_t rows,
-                                     std::vector<std::uint64_t> checksums,
-                                     std::vector<std::uint64_t> row_hashes) {
+// Checks and takes what AppendMatrixFrom and MatrixInPlace are given.
+Status TableWriter::GivenMatrix(std::uint64_t rows, std::vector<std::uint64_t> checksums,
+                                std::vector<std::uint64_t> row_hashes) {
   if (finished_ || !file_) {
     return Status::FailedPrecondition("table '" + path_ + "': writer is already finished");
   }
   if (rows_ != 0 || matrix_given_) {
     return Fail(Status::FailedPrecondition("table '" + path_ +
-                                           "': AppendMatrixFrom on a writer that has rows"));
+                                           "': a matrix given to a writer that has rows"));
   }
   const std::uint64_t blocks = (rows + block_rows_ - 1) / block_rows_;
   if (checksums.size() != blocks || (options_.row_hashes && row_hashes.size() != rows)) {
@@ -464,10 +476,25 @@ Status TableWriter::AppendMatrixFrom(int fd, std::uint64_t offset, std::uint64_t
         std::to_string(checksums.size()) + " block checksums (" + std::to_string(blocks) +
         " blocks) and " + std::to_string(row_hashes.size()) + " row hashes"));
   }
+  matrix_given_ = true;
+  rows_ = rows;
+  flushed_ = rows * row_bytes_;
+  checksums_ = std::move(checksums);
+  if (options_.row_hashes) row_hashes_ = std::move(row_hashes);
+  return Status::OK();
+}
+
+Status TableWriter::AppendMatrixFrom(int fd, std::uint64_t offset, std::uint64_t rows,
+                                     std::vector<std::uint64_t> checksums,
+                                     std::vector<std::uint64_t> row_hashes) {
+  if (adopted_) {
+    return Fail(Status::FailedPrecondition("table '" + path_ +
+                                           "': an adopted spare's matrix is patched in place"));
+  }
+  EMBSTORE_RETURN_NOT_OK(GivenMatrix(rows, std::move(checksums), std::move(row_hashes)));
   auto shared = KernelCopy(fd, offset, file_->fd(), data_start_, rows * row_bytes_,
                            "table '" + path_ + "': copy the matrix into '" + temp_path_ + "'");
   if (!shared.ok()) return Fail(shared.status());
-  matrix_given_ = true;
   matrix_shared_ = *shared;
   if (matrix_shared_) {
     struct stat st;
@@ -476,11 +503,16 @@ Status TableWriter::AppendMatrixFrom(int fd, std::uint64_t offset, std::uint64_t
     source_fd_ = fd;
     source_offset_ = offset;
   }
-  rows_ = rows;
-  flushed_ = rows * row_bytes_;
-  checksums_ = std::move(checksums);
-  if (options_.row_hashes) row_hashes_ = std::move(row_hashes);
   return Status::OK();
+}
+
+Status TableWriter::MatrixInPlace(std::uint64_t rows, std::vector<std::uint64_t> checksums,
+                                  std::vector<std::uint64_t> row_hashes) {
+  if (!adopted_) {
+    return Fail(Status::FailedPrecondition("table '" + path_ +
+                                           "': MatrixInPlace needs an adopted spare"));
+  }
+  return GivenMatrix(rows, std::move(checksums), std::move(row_hashes));
 }
 
 Status TableWriter::PatchRows(std::uint64_t first_row, std::span<const std::byte> encoded) {
@@ -525,7 +557,7 @@ Status TableWriter::PatchRows(std::uint64_t first_row, std::span<const std::byte
 }
 
 Status TableWriter::ReadSource(std::uint64_t file_offset, std::span<std::byte> out) {
-  Status st = PreadFull(
+  Status st = ReadAllAt(
       source_fd_, source_offset_ + (file_offset - data_start_), out,
       "table '" + path_ + "': read the rows around a changed one from the old file");
   if (!st.ok()) return Fail(st);
@@ -706,8 +738,9 @@ Status TableWriter::AppendKeys(std::span<const std::string_view> keys) {
   return Status::OK();
 }
 
-Status TableWriter::WriteTail(std::uint64_t data_end) {
-  std::uint64_t pos = data_end;
+Status TableWriter::WriteTail(std::uint64_t data_end, std::uint64_t* end) {
+  std::uint64_t& pos = *end;
+  pos = data_end;
   auto put = [&](std::span<const std::byte> bytes) -> Status {
     EMBSTORE_RETURN_NOT_OK(file_->WriteAt(pos, bytes));
     pos += bytes.size();
@@ -779,7 +812,7 @@ Status TableWriter::Finish() {
     std::uint64_t first = b * block_rows_;
     std::uint64_t n = std::min(block_rows_, rows_ - first) * row_bytes_;
     block.resize(n);
-    Status read = PreadFull(file_->fd(), data_start_ + first * row_bytes_, block,
+    Status read = ReadAllAt(file_->fd(), data_start_ + first * row_bytes_, block,
                             "table '" + path_ + "': cannot read back block " + std::to_string(b) +
                                 " of '" + temp_path_ + "'");
     if (!read.ok()) return Fail(read);
@@ -787,7 +820,10 @@ Status TableWriter::Finish() {
   }
 
   const std::uint64_t data_end = data_start_ + rows_ * row_bytes_;
-  Status st = WriteTail(data_end);
+  std::uint64_t file_end = 0;
+  Status st = WriteTail(data_end, &file_end);
+  // An adopted spare may be longer than this version (its keys took more bytes).
+  if (st.ok() && adopted_) st = file_->Truncate(file_end);
   if (!st.ok()) return Fail(st);
   if (options_.row_hashes) {
     for (auto& [k, v] : metadata_) {

@@ -80,6 +80,9 @@ struct WriterOptions {
   };
   std::optional<DeltaOf> delta_of;
   std::string creator;  // default: "embstore <version>"
+  // At Finish, the file the path held before lives on under this name instead of being freed
+  // (AtomicFile::KeepReplacedAs): a spare for the next delta sync (docs/CLIENT.md, "Spares").
+  std::string keep_replaced;
   // User metadata, stored verbatim. Keys must be non-empty and must not start with "embstore.".
   std::map<std::string, std::string> metadata;
 };
@@ -89,6 +92,15 @@ class TableWriter {
   // Validates the options, checks the destination directory, and creates the temporary file.
   static Result<std::unique_ptr<TableWriter>> Create(const std::string& path,
                                                      const WriterOptions& options);
+
+  // A writer whose file is an adopted spare (AtomicFile::AdoptSpare) that already holds a matrix
+  // of the right shape at `data_offset` (MatrixInPlace); Finish swaps it with `path`.
+  // FailedPrecondition when these options put the matrix elsewhere (a header of another size):
+  // the spare cannot be written in place.
+  static Result<std::unique_ptr<TableWriter>> Adopt(const std::string& path,
+                                                    const WriterOptions& options,
+                                                    std::unique_ptr<AtomicFile> spare,
+                                                    std::uint64_t data_offset);
 
   ~TableWriter();  // Abort()s an unfinished writer.
   TableWriter(const TableWriter&) = delete;
@@ -135,6 +147,11 @@ class TableWriter {
   Status AppendMatrixFrom(int fd, std::uint64_t offset, std::uint64_t rows,
                           std::vector<std::uint64_t> checksums,
                           std::vector<std::uint64_t> row_hashes);
+  // For an adopted spare: its matrix is `rows` rows where they lie, to be patched into the
+  // version whose `checksums` and `row_hashes` are given (stored as given, as for
+  // AppendMatrixFrom), by PatchRows or by the caller through a mapping of the file.
+  Status MatrixInPlace(std::uint64_t rows, std::vector<std::uint64_t> checksums,
+                       std::vector<std::uint64_t> row_hashes);
   // Writes rows [first_row, first_row + n) of a matrix given by AppendMatrixFrom, bytes only.
   // Over shared extents the rows go out in whole filesystem blocks, the unchanged bytes around
   // them read from the other file (consecutive calls in row order join into one write): a write
@@ -167,7 +184,9 @@ class TableWriter {
   struct Hasher;  // streaming XXH3 state of the current checksum block
   class Helper;  // runs one job at a time on a thread of its own (writer.cc)
   TableWriter(std::string path, WriterOptions options);
-  Status Init();
+  Status Init(std::unique_ptr<AtomicFile> spare = nullptr, std::uint64_t spare_data_offset = 0);
+  Status GivenMatrix(std::uint64_t rows, std::vector<std::uint64_t> checksums,
+                     std::vector<std::uint64_t> row_hashes);
   Helper& Help();  // helper_, started on first use
   Status FlushBuffer();
   // Matrix bytes at `offset` of the file (with `durable`, their writeback started).
@@ -178,7 +197,7 @@ class TableWriter {
   void HashAppended(std::span<const std::byte> encoded);  // row hashes and block checksums
   void HashBlocks(std::span<const std::byte> encoded);    // block checksums only
   Status Fail(Status st);  // Abort()s and returns st
-  Status WriteTail(std::uint64_t data_end);
+  Status WriteTail(std::uint64_t data_end, std::uint64_t* end);
   // Rewrites rows that were appended earlier (a later duplicate key winning, kLast).
   Status OverwriteRows(std::uint64_t first_row, std::span<const std::byte> encoded);
   // The row holding `key` among the keys appended so far (the live index of AppendKeyedRows).
@@ -204,6 +223,7 @@ class TableWriter {
   std::vector<std::uint64_t> checksums_;
   std::vector<std::uint64_t> row_hashes_;  // options_.row_hashes: one per appended row
   std::vector<std::uint64_t> dirty_blocks_;  // rewritten by OverwriteRows; rehashed at Finish
+  bool adopted_ = false;        // the file is a spare written in place (Adopt)
   bool matrix_given_ = false;   // AppendMatrixFrom: checksums and row hashes came with it
   bool matrix_shared_ = false;  // ... and its extents are shared with the file they came from
   // PatchRows over shared extents: the pending run of whole blocks `patch_` at file offset
