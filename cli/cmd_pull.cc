@@ -41,6 +41,7 @@ struct PullArgs {
   bool no_local = false;
   bool no_keys = false;
   bool update = false;
+  bool spare = false;
 };
 
 // A missing object named without --table may be a prefix: say how to name a table under it.
@@ -71,13 +72,17 @@ std::optional<int> PullUpdate(const PullArgs& a, const std::string& location) {
     std::fprintf(stderr, "embstore pull: full fetch: '%s' does not exist yet\n", a.out.c_str());
     return std::nullopt;
   }
+  client::UpdateFileOptions o;
+  o.read.streams = a.streams;
+  o.spare = a.spare;
+  // The file (and its spare's hashing) first, while the source is reached.
+  auto prepared = client::PrepareUpdateFile(a.out, o);
+  if (!prepared.ok()) return ReportError("pull", prepared.status());
   client::SourceOptions so;
   so.allow_local = !a.no_local;
   auto opened = OpenTable(location, a.table, a.client, so);
   if (!opened.ok()) return ReportError("pull", opened.status());
-  client::UpdateFileOptions o;
-  o.read.streams = a.streams;
-  auto stats = client::UpdateFile(**opened, a.out, o);
+  auto stats = client::UpdateFile(**opened, *std::move(prepared));
   if (!stats.ok()) return ReportError("pull", stats.status());
   const client::UpdateStats& s = *stats;
   if (s.needs_full) {
@@ -89,20 +94,28 @@ std::optional<int> PullUpdate(const PullArgs& a, const std::string& location) {
     std::printf("%s is up to date (version %s)\n", a.out.c_str(), version.c_str());
     return kExitOk;
   }
+  std::string spare;
+  if (s.used_spare) {
+    spare = "; the spare was patched in place (" + std::to_string(s.spare_rows) +
+            " more rows from the file it replaced) and swapped in";
+  } else if (a.spare) {
+    spare = "; a new file was written (" + s.spare_note + "), the one replaced kept as the spare";
+  }
   const std::string from_delta =
       s.delta_rows > 0 ? "; " + std::to_string(s.delta_rows) + " of them from its delta object"
                        : "";
   std::printf(
       "updated %s to version %s: %llu of %llu rows changed (compared by %s%s), %llu blocks "
       "refetched, %.2f MB moved (%.2f%% of the table: %.2f MB of hashes, %.2f MB of rows) in "
-      "%.2f s (hashes %.2f s, rows %.2f s, check %.2f s, new file %.2f s)%s\n",
+      "%.2f s (hashes %.2f s, rows %.2f s, check %.2f s, %s %.2f s)%s%s\n",
       a.out.c_str(), version.c_str(), static_cast<unsigned long long>(s.changed_rows),
       static_cast<unsigned long long>(s.rows), s.by_rows ? "row hashes" : "blocks",
       from_delta.c_str(), static_cast<unsigned long long>(s.refetched_blocks), s.moved() / 1e6,
       s.table_bytes ? 100.0 * s.moved() / s.table_bytes : 0.0, s.digest_bytes / 1e6,
       s.row_bytes_moved / 1e6, s.seconds, s.digest_seconds, s.fetch_seconds, s.check_seconds,
-      s.write_seconds,
-      s.shared_extents ? "; unchanged rows shared with the old file (reflink)" : "");
+      s.used_spare ? "spare patched" : "new file", s.write_seconds,
+      s.shared_extents ? "; unchanged rows shared with the old file (reflink)" : "",
+      spare.c_str());
   return kExitOk;
 }
 
@@ -130,6 +143,9 @@ int Pull(PullArgs a) {
   if (!a.manifest.empty() && *kind != client::LocationKind::kManifest) {
     return ReportError("pull", Status::InvalidArgument("--manifest '" + a.manifest +
                                                        "' is not a shard manifest (FILE.json)"));
+  }
+  if (a.spare && !a.update) {
+    return ReportError("pull", Status::InvalidArgument("--spare goes with --update"));
   }
   if (a.update) {
     if (!emb || !a.rows.empty() || a.no_keys) {
@@ -293,6 +309,11 @@ RunFn RegisterPull(CLI::App& app) {
                 "OUT.emb holds an earlier version: fetch only the rows that changed (by row "
                 "hashes), check every block, and replace OUT atomically; a different shape or "
                 "dtype, or a source without row hashes or checksums, means a full fetch");
+  sub->add_flag("--spare", args->spare,
+                "With --update: keep the version replaced as a hidden spare beside OUT "
+                "(.OUT.spare), and at the next --update patch the spare in place and swap it in "
+                "instead of writing a new file, when no process has the spare open or mapped "
+                "(twice the disk; docs/CLIENT.md, \"Spares\")");
   sub->footer(
       "Either --from LOCATION (and --table NAME), or --manifest FILE. With a manifest, every "
       "shard overlapping --rows loads at once (--streams each); the TLS and token flags "

@@ -272,6 +272,23 @@ def check_sync_from(url_of, embstore_bin, tmp_path, env=None):
     assert r.returncode == 0 and f"{len(ids)} of {rows} rows changed" in r.stdout, r.stderr
     assert f"{len(ids)} of them from its delta object" in r.stdout
     assert np.array_equal(embstore.load(local), new)
+    # With a spare (--spare): the first sync keeps the file it replaces, the next patches that
+    # spare (two versions behind) and still takes from the object only this version's rows, from
+    # its delta object; those of the version before come from the file the spare replaces.
+    prev = new
+    for k in range(2):
+        nxt = prev.copy()
+        step = np.sort(rng.choice(rows, rows // 100, replace=False))
+        nxt[step] += 2 + k
+        assert embstore.save(nxt, url, force=True)["delta_rows"] == len(step)
+        r = run([embstore_bin, "pull", "--from", url, "--out", local, "--update", "--spare"],
+                env=env)
+        assert r.returncode == 0, r.stderr
+        assert (f"{len(step)} of {rows} rows changed" in r.stdout and
+                f"{len(step)} of them from its delta object" in r.stdout), r.stdout
+        assert ("the spare was patched in place" in r.stdout) == (k == 1), r.stdout
+        assert np.array_equal(embstore.load(local), nxt)
+        prev = nxt
     # Without stored row hashes, an object is compared by blocks: right, but more moves.
     plain = url_of("plain.emb")
     embstore.save(old, plain, row_hashes=False)

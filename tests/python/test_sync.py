@@ -5,9 +5,11 @@ bit for bit; only the changed rows and the hashes move; bad or stale hashes cost
 never a wrong row; a version change mid-sync leaves the copy as it was."""
 import json
 import os
+import pathlib
 import re
 import shutil
 import struct
+import tempfile
 import time
 
 import numpy as np
@@ -255,6 +257,171 @@ def test_pull_update_keeps_keys_and_a_local_source(tmp_path, embstore_bin):
     assert r.returncode == 0 and f"{len(ids)} of {ROWS} rows changed" in r.stdout, r.stderr
     assert np.array_equal(embstore.load(tmp_path / "copy.emb", keys=["w7", "w39999"]),
                           new[[7, 39999]])
+
+
+def chain(seed, n):
+    """n versions of a table, each with 1% of its rows (at random ids) changed from the one
+    before; and the ids changed at each step."""
+    rng = np.random.default_rng(seed)
+    out = [rng.standard_normal((ROWS, DIM)).astype(np.float32)]
+    steps = []
+    for _ in range(n - 1):
+        nxt = out[-1].copy()
+        ids = np.sort(rng.choice(ROWS, ROWS // 100, replace=False))
+        nxt[ids] += rng.standard_normal((len(ids), DIM)).astype(np.float32)
+        out.append(nxt)
+        steps.append(ids)
+    return out, steps
+
+
+@pytest.fixture(params=["disk", "tmpfs"])
+def spare_dir(request, tmp_path):
+    """Where a copy and its spare live: the test's directory (a disk), and tmpfs, where the
+    spare is patched through a mapping."""
+    if request.param == "disk":
+        (tmp_path / "copies").mkdir()
+        yield tmp_path / "copies"
+        return
+    if not os.path.isdir("/dev/shm"):
+        pytest.skip("no /dev/shm here")
+    d = tempfile.mkdtemp(prefix="embstore-spare-", dir="/dev/shm")
+    yield pathlib.Path(d)
+    shutil.rmtree(d, ignore_errors=True)
+
+
+def test_pull_update_with_a_spare_patches_it_and_swaps_it_in(server, spare_dir, embstore_bin):
+    v, steps = chain(9, 5)
+    out, spare = spare_dir / "copy.emb", spare_dir / ".copy.emb.spare"
+    pull = [embstore_bin, "pull", "--from", server.unix, "--table", "t", "--out", out,
+            "--update", "--spare", "--no-local"]
+
+    def publish(k):
+        embstore.save(v[k], server.store / "t.emb", force=True)
+        wait_for_version(server.unix, "t", v[k - 1], v[k], timeout=20)
+
+    embstore.save(v[0], server.store / "t.emb")
+    wait_for_table(server.unix, "t")
+    assert run(pull).returncode == 0 and np.array_equal(embstore.load(out), v[0])
+    # No spare yet: a new file, and the one it replaced kept as the spare.
+    publish(1)
+    r = run(pull)
+    assert r.returncode == 0, r.stderr
+    assert "a new file was written (there is no spare yet)" in r.stdout, r.stdout
+    assert np.array_equal(embstore.load(out), v[1]) and np.array_equal(embstore.load(spare), v[0])
+    # The spare, two versions behind, patched in place and swapped in: only the rows of this
+    # version were fetched, those of the version before came from the file it replaced.
+    publish(2)
+    spare_inode, out_inode = os.stat(spare).st_ino, os.stat(out).st_ino
+    r = run(pull)
+    assert r.returncode == 0, r.stderr
+    from_file = len(np.setdiff1d(steps[0], steps[1]))
+    assert (f"{len(steps[1])} of {ROWS} rows changed (compared by row hashes)" in r.stdout and
+            f"the spare was patched in place ({from_file} more rows from the file it replaced) "
+            "and swapped in" in r.stdout), r.stdout
+    assert re.search(r"spare patched [0-9.]+ s\)", r.stdout), r.stdout
+    assert float(r.stdout.split("MB moved (")[1].split("%")[0]) < 4, r.stdout
+    assert np.array_equal(embstore.load(out), v[2]) and np.array_equal(embstore.load(spare), v[1])
+    assert os.stat(out).st_ino == spare_inode and os.stat(spare).st_ino == out_inode
+    assert run([embstore_bin, "verify", out]).returncode == 0
+    assert sorted(os.listdir(spare_dir)) == [".copy.emb.spare", "copy.emb"]
+    # A reader still holding the spare (the version before, opened before the last swap): the
+    # spare is left alone for it, a new file written, and the spare's name goes to what it
+    # replaced.
+    publish(3)
+    reader = embstore.load(spare, copy=False)
+    r = run(pull)
+    assert r.returncode == 0, r.stderr
+    assert "a new file was written (spare" in r.stdout and "open or mapped elsewhere" in r.stdout
+    assert np.array_equal(embstore.load(out), v[3]) and np.array_equal(embstore.load(spare), v[2])
+    assert np.array_equal(reader, v[1])
+    del reader
+    # And with nobody holding it, the spare is used again.
+    publish(4)
+    r = run(pull)
+    assert r.returncode == 0 and "the spare was patched in place" in r.stdout, r.stdout
+    assert np.array_equal(embstore.load(out), v[4]) and np.array_equal(embstore.load(spare), v[3])
+    assert run([embstore_bin, "verify", out]).returncode == 0
+    bad = run([embstore_bin, "pull", "--from", server.unix, "--table", "t", "--out", out,
+               "--spare"])
+    assert bad.returncode == 2 and "--spare goes with --update" in bad.stderr
+
+
+def test_a_spare_is_only_ever_hashed_whatever_it_holds(spare_dir, embstore_bin):
+    """A spare torn by a crash mid-patch, damaged, of another shape or no table at all: the
+    result is the new version bit for bit, and a spare that cannot be used is replaced."""
+    v, _ = chain(10, 3)
+    src, out, spare = spare_dir / "src.emb", spare_dir / "copy.emb", spare_dir / ".copy.emb.spare"
+    embstore.save(v[2], src)
+
+    def update(copy_of, spare_of):
+        embstore.save(v[copy_of], out, force=True)
+        if isinstance(spare_of, bytes):
+            spare.write_bytes(spare_of)
+        elif spare_of is not None:
+            embstore.save(spare_of, spare, force=True)
+        r = run([embstore_bin, "pull", "--from", src, "--out", out, "--update", "--spare"])
+        assert r.returncode == 0, r.stderr
+        assert np.array_equal(embstore.load(out), v[2]), r.stdout
+        assert run([embstore_bin, "verify", out]).returncode == 0
+        return r.stdout
+
+    # Torn: rows half written and the row hashes it stores wrong (a crash mid-patch leaves the
+    # header of the version before over rows of both).
+    embstore.save(v[0], spare)
+    offset, count = _row_hashes_span(spare)
+    with open(spare, "r+b") as f:
+        f.seek(offset)
+        f.write(os.urandom(count * 8 // 3))
+        rows_at = offset - ROWS * DIM * 4 - 8 * ((ROWS + 2047) // 2048)
+        for r in (0, 17, ROWS // 2, ROWS - 1):
+            f.seek(rows_at + r * DIM * 4 + 40)
+            f.write(os.urandom(100))
+    torn = spare.read_bytes()
+    assert "the spare was patched in place" in update(1, torn)
+    # Another shape, or not a table: a new file, and the copy it replaced is the spare now.
+    said = update(1, v[0][:100])
+    assert "a new file was written (the spare is 100 x 128 F32)" in said, said
+    assert np.array_equal(embstore.load(spare), v[1])
+    said = update(1, b"not a table")
+    assert "a new file was written (the spare could not be read" in said, said
+    assert np.array_equal(embstore.load(spare), v[1])
+    # The copy's own stored row hashes only pick which of its rows to read: wrong ones cost a
+    # fetch or a read, never a wrong row.
+    embstore.save(v[1], out, force=True)
+    embstore.save(v[0], spare, force=True)
+    offset, count = _row_hashes_span(out)
+    with open(out, "r+b") as f:
+        f.seek(offset)
+        f.write(os.urandom(count * 8))
+    r = run([embstore_bin, "pull", "--from", src, "--out", out, "--update", "--spare"])
+    assert r.returncode == 0 and "the spare was patched in place" in r.stdout, r.stdout + r.stderr
+    assert np.array_equal(embstore.load(out), v[2])
+    assert run([embstore_bin, "verify", out]).returncode == 0
+    # A spare that is the copy itself under a second name is never written in place.
+    embstore.save(v[1], out, force=True)
+    spare.unlink()
+    os.link(out, spare)
+    r = run([embstore_bin, "pull", "--from", src, "--out", out, "--update", "--spare"])
+    assert r.returncode == 0 and "has 2 names" in r.stdout, r.stdout
+    assert np.array_equal(embstore.load(out), v[2]) and np.array_equal(embstore.load(spare), v[1])
+
+
+def test_a_spare_takes_keys_of_another_length(spare_dir, embstore_bin):
+    v, steps = chain(11, 3)
+    keys = [[f"w{i}" for i in range(ROWS)], [f"word-{i}" for i in range(ROWS)],
+            [f"k{i}" for i in range(ROWS)]]
+    src, out = spare_dir / "src.emb", spare_dir / "copy.emb"
+    embstore.save(v[0], out, keys=keys[0])
+    for k in (1, 2):
+        embstore.save(v[k], src, keys=keys[k], force=True)
+        r = run([embstore_bin, "pull", "--from", src, "--out", out, "--update", "--spare"])
+        assert r.returncode == 0, r.stderr
+        assert ("spare was patched" in r.stdout) == (k == 2), r.stdout
+        assert np.array_equal(embstore.load(out), v[k])
+        assert np.array_equal(embstore.load(out, keys=keys[k][::997]), v[k][::997])
+        assert run([embstore_bin, "verify", out]).returncode == 0
+    # The spare held the longest keys; this version's are shorter, and the file is cut to them.
+    assert os.path.getsize(out) == os.path.getsize(src)
 
 
 def test_a_sharded_source_is_fetched_whole(tmp_path):

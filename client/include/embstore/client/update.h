@@ -45,6 +45,13 @@ struct UpdateStats {
   // UpdateFile: the new file shares the unchanged rows' extents with the old one (a reflink), so
   // only the changed rows' pages were written; false: the kernel copied the matrix.
   bool shared_extents = false;
+  // UpdateFile with `spare`: the spare was patched in place and swapped in (false: a new file was
+  // written, and `spare_note` says why the spare was not used).
+  bool used_spare = false;
+  std::string spare_note;
+  // Of the rows where the spare differed from the source's version, those taken from the file it
+  // replaced (which held them already) rather than fetched: the rows of the sync before.
+  std::uint64_t spare_rows = 0;
   double seconds = 0;
   // Where `seconds` went: the copy hashed and the source's digest brought (the two overlap), the
   // changed rows fetched, every block of the result checked (and any refetched), and (UpdateFile)
@@ -93,7 +100,37 @@ Result<UpdateStats> UpdateInPlace(RowSource& source, std::span<std::byte> rows,
 struct UpdateFileOptions {
   ReadOptions read;
   bool durable = true;  // fsync the new file before it replaces the old one
+  // Keep the version replaced as a hidden spare beside the file (SparePath), and bring the spare
+  // up to date in place at the next sync instead of writing a new file (docs/CLIENT.md, "Spares"):
+  // twice the disk, and a sync that writes only the rows that differ.
+  bool spare = false;
 };
+
+// Where UpdateFile keeps the spare of `path`: ".NAME.spare" in its directory.
+std::string SparePath(const std::string& path);
+
+// A sync of a file begun before its source is opened (PrepareUpdateFile): the file opened and,
+// with options.spare, its spare taken and hashed in the background, so that the hashing overlaps
+// connecting to the source and describing the table, as CopyHashes does for a copy in memory.
+// Hand it to UpdateFile; destroying it unused stops the hashing and lets the spare go.
+class PreparedFile {
+ public:
+  ~PreparedFile();
+  PreparedFile(const PreparedFile&) = delete;
+  PreparedFile& operator=(const PreparedFile&) = delete;
+
+  struct State;  // private to update.cc
+
+ private:
+  explicit PreparedFile(std::unique_ptr<State> state);
+  friend Result<std::unique_ptr<PreparedFile>> PrepareUpdateFile(const std::string&,
+                                                                 const UpdateFileOptions&);
+  friend Result<UpdateStats> UpdateFile(RowSource&, std::unique_ptr<PreparedFile>);
+  std::unique_ptr<State> state_;
+};
+
+Result<std::unique_ptr<PreparedFile>> PrepareUpdateFile(const std::string& path,
+                                                        const UpdateFileOptions& options = {});
 
 // `path` is a table file holding an earlier version; a new file with the source's version (its
 // rows, keys, block size and user metadata; row hashes stored) is written next to it and renamed
@@ -101,8 +138,18 @@ struct UpdateFileOptions {
 // the old one's matrix moved by the kernel (extents shared where the filesystem reflinks: XFS,
 // btrfs), then the changed rows are written over it; only those pass through this process. needs_full when the
 // file's shape or dtype differ from the source's or the source has no digest: nothing is written.
+//
+// With options.spare, the new version is written into the spare instead, when there is one of
+// the same shape that no other process has open or mapped (AtomicFile::AdoptSpare): the spare's
+// rows are hashed as a copy's are; where they differ from the source's, the row is taken from
+// `path` when it holds the source's (its hash matches) and fetched otherwise; the spare is
+// patched, and swapped with `path`, which becomes the spare. Anything else (no spare, one in use,
+// a header of another size, someone opening the spare meanwhile) writes a new file as above, and
+// the replaced file becomes the spare.
 Result<UpdateStats> UpdateFile(RowSource& source, const std::string& path,
                                const UpdateFileOptions& options = {});
+// The same, for a sync begun with PrepareUpdateFile.
+Result<UpdateStats> UpdateFile(RowSource& source, std::unique_ptr<PreparedFile> prepared);
 
 }  // namespace embstore::client
 
