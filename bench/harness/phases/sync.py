@@ -6,9 +6,10 @@ updates spread them) and clustered in 1% of the blocks. Each case in a fresh pro
 the bucket each new version is saved over the old one with embstore.save, as a trainer publishes
 it, which uploads the changed rows beside it (docs/FORMAT.md, "Deltas")."""
 import os
+import pathlib
 import subprocess
 
-from harness.contenders.sync import CASES
+from harness.contenders.sync import CASES, spare_of
 from harness.processes import embstore_server, environment, run_json_child
 from harness.s3_server import SCRIPT, s3_server
 from harness.timing import log
@@ -17,8 +18,9 @@ KEY, SECRET = "embstore-bench-key", "embstore-bench-secret"
 
 
 def _versions(ctx):
-    """The old version (the seed table as converted, with row hashes added by a save) and the two
-    new ones, written with embstore.save (row hashes stored)."""
+    """The old version (the seed table as converted, with row hashes added by a save), the one
+    before it (1% of the rows different at random ids: what a copy's spare holds after a sync),
+    and the two new ones, written with embstore.save (row hashes stored)."""
     import numpy as np
     import embstore
     folder = ctx.work / "sync"
@@ -28,6 +30,11 @@ def _versions(ctx):
     embstore.save(old, folder / "old.emb", force=True, durable=False)
     rng = np.random.default_rng(30)
     n = max(1, len(old) // 100)
+    previous = old.copy()
+    ids = rng.choice(len(old), n, replace=False)
+    previous[ids] += rng.standard_normal((n, old.shape[1])).astype(np.float32)
+    embstore.save(previous, folder / "previous.emb", force=True, durable=False)
+    del previous
     scattered = old.copy()
     ids = rng.choice(len(old), n, replace=False)
     scattered[ids] += rng.standard_normal((n, old.shape[1])).astype(np.float32)
@@ -71,7 +78,8 @@ def run(ctx):
         for name in ("random", "clustered"):
             log(f"  server, {name}")
             res["server"][name] = _best(
-                ctx, [embstore_bin, server.target, name, folder / "old.emb", out], {})
+                ctx, [embstore_bin, server.target, name, folder / "old.emb", out,
+                      folder / "previous.emb"], {})
     build = subprocess.run(["bash", str(SCRIPT), "--build"], capture_output=True, text=True)
     if build.returncode != 0:
         raise RuntimeError(f"scripts/s3-server.sh --build failed: {build.stderr[-2000:]}")
@@ -89,6 +97,8 @@ def run(ctx):
             res["s3_published"][name] = _publish(url, folder / "old.emb", store / f"{name}.emb",
                                                  env)
             log(f"  S3, {name}")
-            res["s3"][name] = _best(ctx, [embstore_bin, url, "", folder / "old.emb", out], env)
+            res["s3"][name] = _best(ctx, [embstore_bin, url, "", folder / "old.emb", out,
+                                           folder / "previous.emb"], env)
     out.unlink(missing_ok=True)
+    pathlib.Path(spare_of(out)).unlink(missing_ok=True)
     return res

@@ -265,6 +265,7 @@ def _sync(sync):
             cases = get_nested(sync, where, spread, default={})
             what = f"sync from {label}, 1% of rows changed ({spread})"
             for full, delta in (("embstore pull (full)", "embstore pull --update"),
+                                ("embstore pull (full)", "embstore pull --update --spare"),
                                 ("embstore.load (full, out=)", "embstore.update (in memory)")):
                 t, m = get_nested(cases, full, "seconds"), get_nested(cases, delta, "seconds")
                 if t and m:
