@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "embstore/common/atomic_file.h"
+#include "embstore/common/mapping_guard.h"
 #include "embstore/common/read_file.h"
 #include "embstore/store/checksum.h"
 #include "embstore/store/dtype.h"
@@ -554,27 +555,34 @@ Status FinishVersion(RowSource& src, store::TableWriter& writer, UpdateStats* st
 
 // A shared mapping of a file's first `size` bytes, read in order (MADV_SEQUENTIAL: unmapping
 // it then leaves the pages' recency alone, which took a third of the unmapping's time here),
-// unmapped when it goes. `writable`: rows may be written through it.
+// unmapped when it goes. `writable`: rows may be written through it. Guarded (MappingGuard): a
+// file cut short underneath reads as zeros and poisoned() says so, instead of a SIGBUS.
 class Mapping {
  public:
   static Result<Mapping> Of(int fd, std::uint64_t size, bool writable, const std::string& path) {
     void* p = ::mmap(nullptr, size, writable ? PROT_READ | PROT_WRITE : PROT_READ,
                      MAP_SHARED, fd, 0);
     if (p == MAP_FAILED) return Status::FromErrno("map '" + path + "'", errno);
+    Mapping m(static_cast<std::byte*>(p), size);
     ::madvise(p, size, MADV_SEQUENTIAL);
-    return Mapping(static_cast<std::byte*>(p), size);
+    EMBSTORE_ASSIGN_OR_RETURN(m.guard_, MappingGuard::Register(m.bytes()));
+    return m;
   }
-  Mapping(Mapping&& o) noexcept : p_(std::exchange(o.p_, nullptr)), size_(o.size_) {}
+  Mapping(Mapping&& o) noexcept
+      : p_(std::exchange(o.p_, nullptr)), size_(o.size_), guard_(std::move(o.guard_)) {}
   Mapping& operator=(Mapping&&) = delete;
   ~Mapping() {
+    guard_.reset();
     if (p_ != nullptr) ::munmap(p_, size_);
   }
   std::span<std::byte> bytes() const { return {p_, size_}; }
+  bool poisoned() const { return guard_ != nullptr && guard_->poisoned(); }
 
  private:
   Mapping(std::byte* p, std::uint64_t size) : p_(p), size_(size) {}
   std::byte* p_;
   std::uint64_t size_;
+  std::unique_ptr<MappingGuard> guard_;
 };
 
 // Whether rows can be written into the file through a mapping without risk: on tmpfs, where the
@@ -712,6 +720,11 @@ Result<std::optional<UpdateStats>> UpdateSpare(RowSource& src, PreparedFile::Sta
       auto delta, PlanDelta(src, base, p.options.read, &s, std::move(p.hasher), &donor));
   if (!delta) return std::optional<UpdateStats>(s);
   EMBSTORE_RETURN_NOT_OK(p.current->CheckIntact());
+  const std::string cut = "the spare was cut short while it was read";
+  if (p.mapped->poisoned()) {
+    stats->spare_note = cut;
+    return std::optional<UpdateStats>();
+  }
   EMBSTORE_ASSIGN_OR_RETURN(std::vector<std::uint64_t> hashes,
                             ResultHashes(*delta, rb, d.block_rows));
   const auto write_start = Clock::now();
@@ -726,6 +739,10 @@ Result<std::optional<UpdateStats>> UpdateSpare(RowSource& src, PreparedFile::Sta
         std::memcpy(base.data() + first * rb, bytes.data(), bytes.size());
         return Status::OK();
       }));
+  if (p.mapped->poisoned()) {  // rows written into pages no longer the file's
+    stats->spare_note = cut;
+    return std::optional<UpdateStats>();
+  }
   const Status finished = FinishVersion(src, out, &s);
   if (finished.code() == StatusCode::kUnavailable) {  // someone opened it meanwhile: not swapped
     stats->spare_note = finished.message();
