@@ -291,9 +291,15 @@ Status AtomicFile::CommitSpare(bool durable) {
 }
 
 void AtomicFile::KeepReplaced() {
+  // The link's own name exists for two system calls; it is registered like a temporary file, so
+  // that a signal between them does not leave the replaced file's bytes behind under it.
   const std::string link_path = keep_replaced_ + ".tmp-" + RandomSuffix();
-  if (::link(path_.c_str(), link_path.c_str()) != 0) return;  // nothing there, or no links
-  if (::rename(link_path.c_str(), keep_replaced_.c_str()) != 0) ::unlink(link_path.c_str());
+  const int slot = RegisterTemp(link_path);
+  if (::link(path_.c_str(), link_path.c_str()) == 0 &&
+      ::rename(link_path.c_str(), keep_replaced_.c_str()) != 0) {
+    ::unlink(link_path.c_str());
+  }
+  UnregisterTemp(slot);  // (nothing there, or no links: nothing is kept)
 }
 
 Status AtomicFile::Commit(bool durable) {
