@@ -517,12 +517,7 @@ Result<UpdateStats> UpdateInPlace(RowSource& src, std::span<std::byte> rows,
   return stats;
 }
 
-std::string SparePath(const std::string& path) {
-  const auto slash = path.find_last_of('/');
-  const std::string dir = slash == std::string::npos ? "" : path.substr(0, slash + 1);
-  const std::string name = slash == std::string::npos ? path : path.substr(slash + 1);
-  return dir + "." + name + ".spare";
-}
+std::string SparePath(const std::string& path) { return AtomicFile::SparePath(path); }
 
 namespace {
 

@@ -100,6 +100,14 @@ std::string BaseName(const std::string& path) {
   return slash == std::string::npos ? path : path.substr(slash + 1);
 }
 
+// ".NAME" + suffix in the directory of `path` (NAME its last component): where the file's
+// temporary files and its spare are named.
+std::string HiddenSibling(const std::string& path, std::string_view suffix) {
+  const auto slash = path.find_last_of('/');
+  return path.substr(0, slash == std::string::npos ? 0 : slash + 1) + "." + BaseName(path) +
+         std::string(suffix);
+}
+
 Status SyncDirectory(const std::string& dir) {
   int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (dfd < 0) return Status::FromErrno("open directory '" + dir + "'", errno);
@@ -140,9 +148,7 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::Create(const std::string& path, 
     return Status::FromErrno("output directory '" + dir + "'", errno);
   }
   std::unique_ptr<AtomicFile> f(new AtomicFile(path, overwrite));
-  const std::string prefix =
-      (dir == "." && path.find('/') == std::string::npos ? std::string() : dir + "/") + "." + base +
-      ".tmp-";
+  const std::string prefix = HiddenSibling(path, ".tmp-");
   // The name is registered for the signal handler before the file exists, and the file is then
   // created with O_EXCL: a signal at any moment finds every temporary file that exists in the
   // registry (mkstemp would create first and leave a window where it does not).
@@ -210,6 +216,10 @@ Status AtomicFile::Preallocate(std::uint64_t bytes) {
   }
   preallocated_ = bytes;
   return Status::OK();
+}
+
+std::string AtomicFile::SparePath(const std::string& path) {
+  return HiddenSibling(path, ".spare");
 }
 
 Result<std::unique_ptr<AtomicFile>> AtomicFile::AdoptSpare(const std::string& path,

@@ -300,7 +300,7 @@ Status TableWriter::Init(std::unique_ptr<AtomicFile> spare, std::uint64_t spare_
   std::uint64_t need = 8 + json->size();
   data_start_ = (need + kDataAlignment - 1) / kDataAlignment * kDataAlignment;
 
-  if (spare != nullptr) {
+  if (spare != nullptr) {  // its matrix already lies in place: nothing to reserve or buffer
     if (spare_data_offset != data_start_) {
       return Status::FailedPrecondition(
           "table '" + path_ + "': the spare '" + spare->temp_path() + "' holds its matrix at byte " +
@@ -308,25 +308,22 @@ Status TableWriter::Init(std::unique_ptr<AtomicFile> spare, std::uint64_t spare_
           std::to_string(data_start_));
     }
     file_ = std::move(spare);
-    temp_path_ = file_->temp_path();
     adopted_ = true;
-    hasher_ = std::make_unique<Hasher>();
-    XXH3_64bits_reset(&hasher_->state);
-    return Status::OK();
+  } else {
+    EMBSTORE_ASSIGN_OR_RETURN(file_, AtomicFile::Create(path_, options_.overwrite));
+    if (!options_.keep_replaced.empty()) file_->KeepReplacedAs(options_.keep_replaced);
+    if (const std::uint64_t rows = options_.expected_rows; rows > 0) {
+      const std::uint64_t blocks = (rows + block_rows_ - 1) / block_rows_;
+      EMBSTORE_RETURN_NOT_OK(file_->Preallocate(data_start_ + rows * row_bytes_ + blocks * 8 +
+                                                (options_.row_hashes ? rows * 8 : 0)));
+      checksums_.reserve(blocks);
+      if (options_.row_hashes) row_hashes_.reserve(rows);
+    }
+    buffer_.reserve(kBufferBytes);
   }
-  EMBSTORE_ASSIGN_OR_RETURN(file_, AtomicFile::Create(path_, options_.overwrite));
-  if (!options_.keep_replaced.empty()) file_->KeepReplacedAs(options_.keep_replaced);
   temp_path_ = file_->temp_path();
-  if (const std::uint64_t rows = options_.expected_rows; rows > 0) {
-    const std::uint64_t blocks = (rows + block_rows_ - 1) / block_rows_;
-    EMBSTORE_RETURN_NOT_OK(file_->Preallocate(data_start_ + rows * row_bytes_ + blocks * 8 +
-                                              (options_.row_hashes ? rows * 8 : 0)));
-    checksums_.reserve(blocks);
-    if (options_.row_hashes) row_hashes_.reserve(rows);
-  }
   hasher_ = std::make_unique<Hasher>();
   XXH3_64bits_reset(&hasher_->state);
-  buffer_.reserve(kBufferBytes);
   return Status::OK();
 }
 

@@ -76,6 +76,8 @@ class AtomicFile {
   // was written into it: a spare's bytes are never trusted, only hashed.
   static Result<std::unique_ptr<AtomicFile>> AdoptSpare(const std::string& path,
                                                         const std::string& spare_path);
+  // The spare's name for `path`: ".NAME.spare" in its directory, beside its temporary files.
+  static std::string SparePath(const std::string& path);
   // Keeps what `path` holds at Commit, if anything, under `spare_path` (replacing what that name
   // held): a hard link made just before the rename, so the replaced file lives on as the spare
   // instead of being freed. Best effort: where links cannot be made, nothing is kept.
