@@ -799,5 +799,85 @@ TEST(WriterMatrixFrom, RefusesMisuseAndLeavesNothingBehind) {
   EXPECT_EQ(CountEntries(dir), entries);
 }
 
+// An adopted spare (TableWriter::Adopt): its matrix is written in place and the file swapped in;
+// a header of another size, and any way of giving rows but MatrixInPlace, are refused.
+TEST(Writer, AnAdoptedSpareIsPatchedInPlaceOrRefused) {
+  const std::string dir = TempDir();
+  const std::string path = dir + "/t.emb", spare = dir + "/.t.emb.spare";
+  const auto current = RandomMatrix(100, 4, 3), older = RandomMatrix(100, 4, 4);
+  ASSERT_TRUE(WriteTable(path, current, 4, DType::kF32, nullptr, 10).ok());
+  ASSERT_TRUE(WriteTable(spare, older, 4, DType::kF32, nullptr, 10).ok());
+  const std::string current_file = ReadFile(path), spare_file = ReadFile(spare);
+  std::uint64_t at = 0;
+  {
+    auto t = Table::Open(spare);
+    ASSERT_TRUE(t.ok());
+    at = (*t)->data_offset();
+  }
+  WriterOptions o = Opts(4);
+  o.block_rows = 10;
+  o.overwrite = true;
+  o.metadata["note"] = "test";
+  auto adopt = [&](std::uint64_t offset) {
+    auto f = AtomicFile::AdoptSpare(path, spare);
+    EXPECT_TRUE(f.ok()) << f.status().ToString();
+    return TableWriter::Adopt(path, o, std::move(*f), offset);
+  };
+  auto elsewhere = adopt(at + 4096);
+  ASSERT_FALSE(elsewhere.ok());
+  EXPECT_EQ(elsewhere.status().code(), StatusCode::kFailedPrecondition);
+  EXPECT_NE(elsewhere.status().message().find("'" + spare + "' holds its matrix at byte " +
+                                               std::to_string(at + 4096)),
+            std::string::npos) << elsewhere.status().ToString();
+  std::vector<std::uint64_t> sums(10);
+  {
+    auto w = adopt(at);
+    ASSERT_TRUE(w.ok()) << w.status().ToString();
+    Status st = (*w)->AppendRowsF32(current);
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(st.message().find("adopted spare"), std::string::npos) << st.ToString();
+  }
+  {
+    auto w = adopt(at);
+    ASSERT_TRUE(w.ok());
+    auto t = Table::Open(path);
+    ASSERT_TRUE(t.ok());
+    Status st = (*w)->AppendMatrixFrom((*t)->fd(), (*t)->data_offset(), 100, sums, {});
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(st.message().find("patched in place"), std::string::npos) << st.ToString();
+  }
+  {
+    auto w = TableWriter::Create(dir + "/other.emb", o);
+    ASSERT_TRUE(w.ok());
+    Status st = (*w)->MatrixInPlace(100, sums, {});
+    EXPECT_EQ(st.code(), StatusCode::kFailedPrecondition);
+    EXPECT_NE(st.message().find("needs an adopted spare"), std::string::npos) << st.ToString();
+  }
+  EXPECT_EQ(ReadFile(path), current_file);  // refused: neither file touched
+  EXPECT_EQ(ReadFile(spare), spare_file);
+  // The spare patched into `current`'s rows 0-9, the rest its own; swapped in.
+  std::vector<float> want = older;
+  std::copy(current.begin(), current.begin() + 40, want.begin());
+  const auto bytes = std::as_bytes(std::span(want));
+  for (std::uint64_t b = 0; b < 10; ++b) sums[b] = Checksum64(bytes.subspan(b * 160, 160));
+  auto w = adopt(at);
+  ASSERT_TRUE(w.ok());
+  ASSERT_TRUE((*w)->MatrixInPlace(100, sums, {}).ok());
+  ASSERT_TRUE((*w)->PatchRows(0, bytes.subspan(0, 160)).ok());
+  ASSERT_TRUE((*w)->Finish().ok());
+  auto got = Table::Open(path);
+  ASSERT_TRUE(got.ok());
+  ASSERT_TRUE((*got)->VerifyRows(0, 100).ok());
+  auto rows = (*got)->RowBytes(0, 100);
+  ASSERT_TRUE(rows.ok());
+  EXPECT_TRUE(std::equal(rows->begin(), rows->end(), bytes.begin()));
+  auto kept = Table::Open(spare);
+  ASSERT_TRUE(kept.ok());
+  auto old_rows = (*kept)->RowBytes(0, 100);
+  ASSERT_TRUE(old_rows.ok());
+  EXPECT_TRUE(std::equal(old_rows->begin(), old_rows->end(),
+                         std::as_bytes(std::span(current)).begin()));
+}
+
 }  // namespace
 }  // namespace embstore::store

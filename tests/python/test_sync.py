@@ -382,6 +382,11 @@ def test_a_spare_is_only_ever_hashed_whatever_it_holds(spare_dir, embstore_bin):
     said = update(1, v[0][:100])
     assert "a new file was written (the spare is 100 x 128 F32)" in said, said
     assert np.array_equal(embstore.load(spare), v[1])
+    embstore.save(v[0], spare, force=True, metadata={"note": "x" * 5000})  # a longer header
+    said = update(1, None)
+    assert ("a new file was written (table '" in said and
+            "holds its matrix at byte 8192; this version's header puts it at byte 4096" in said), said
+    assert np.array_equal(embstore.load(spare), v[1])
     said = update(1, b"not a table")
     assert "a new file was written (the spare could not be read" in said, said
     assert np.array_equal(embstore.load(spare), v[1])
