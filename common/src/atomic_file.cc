@@ -230,6 +230,7 @@ Result<std::unique_ptr<AtomicFile>> AtomicFile::AdoptSpare(const std::string& pa
   if (fd < 0) {
     const int err = errno;
     if (err == ENOENT) return Status::NotFound("no " + what);
+    if (err == ELOOP) return Status::Unavailable(what + " is a symbolic link, not a file");
     return Status::Unavailable(what + ": " + std::strerror(err));
   }
   std::unique_ptr<AtomicFile> f(new AtomicFile(path, /*overwrite=*/true));
@@ -301,6 +302,10 @@ Status AtomicFile::CommitSpare(bool durable) {
 }
 
 void AtomicFile::KeepReplaced() {
+  // Only a file is kept: link() would give a symbolic link at the path a second name, not the
+  // file it points to, which is not this one's to move.
+  struct stat st;
+  if (::lstat(path_.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) return;
   // The link's own name exists for two system calls; it is registered like a temporary file, so
   // that a signal between them does not leave the replaced file's bytes behind under it.
   const std::string link_path = keep_replaced_ + ".tmp-" + RandomSuffix();

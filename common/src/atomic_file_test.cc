@@ -244,6 +244,8 @@ TEST(AtomicFileSpare, OnlyASpareOfItsOwnIsTaken) {
     ASSERT_EQ(::symlink(path.c_str(), spare.c_str()), 0);
     auto symlink = AtomicFile::AdoptSpare(path, spare);
     EXPECT_EQ(symlink.status().code(), StatusCode::kUnavailable) << symlink.status().ToString();
+    EXPECT_NE(symlink.status().message().find("is a symbolic link, not a file"), std::string::npos)
+        << symlink.status().ToString();
     ::unlink(spare.c_str());
     EXPECT_EQ(Read(path), "current");
   }
@@ -291,6 +293,26 @@ TEST(AtomicFile, KeepReplacedAsKeepsTheFileItReplaces) {
     ASSERT_TRUE((*first)->Commit().ok());
     EXPECT_EQ(Read(path), "v3");
     EXPECT_FALSE(PathExists(spare));
+    // A symbolic link at the path is replaced, not kept: the spare stays what it was, and the
+    // file the link named is left alone.
+    const std::string target = dir + "/elsewhere.emb";
+    Write(target, "v4");
+    Write(spare, "v0");
+    ::unlink(path.c_str());
+    ASSERT_EQ(::symlink(target.c_str(), path.c_str()), 0);
+    auto over_link = AtomicFile::Create(path, true);
+    ASSERT_TRUE(over_link.ok());
+    (*over_link)->KeepReplacedAs(spare);
+    ASSERT_TRUE((*over_link)->Append("v5").ok());
+    ASSERT_TRUE((*over_link)->Commit().ok());
+    struct stat st;
+    ASSERT_EQ(::lstat(spare.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode));
+    EXPECT_EQ(Read(spare), "v0");
+    ASSERT_EQ(::lstat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISREG(st.st_mode));
+    EXPECT_EQ(Read(path), "v5");
+    EXPECT_EQ(Read(target), "v4");
   }
 }
 

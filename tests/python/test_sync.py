@@ -411,6 +411,41 @@ def test_a_spare_is_only_ever_hashed_whatever_it_holds(spare_dir, embstore_bin):
     assert np.array_equal(embstore.load(out), v[2]) and np.array_equal(embstore.load(spare), v[1])
 
 
+def test_a_copy_or_spare_that_is_a_symbolic_link(spare_dir, embstore_bin):
+    """--out naming a symbolic link: the new version replaces the link, as every output does, and
+    neither the file it named nor the spare is touched. A spare that is a link is not written
+    through: the file replaced is kept as the spare instead."""
+    v, _ = chain(11, 3)
+    src, out, spare = spare_dir / "src.emb", spare_dir / "copy.emb", spare_dir / ".copy.emb.spare"
+    named = spare_dir / "named.emb"
+    embstore.save(v[2], src)
+    pull = [embstore_bin, "pull", "--from", src, "--out", out, "--update", "--spare"]
+    embstore.save(v[1], named)
+    embstore.save(v[0], spare)
+    out.symlink_to(named.name)
+    r = run(pull)
+    assert r.returncode == 0, r.stderr
+    assert f"a new file was written ('{out}' is a symbolic link, which the new file replaces)" \
+        in r.stdout, r.stdout
+    assert not out.is_symlink() and np.array_equal(embstore.load(out), v[2])
+    assert np.array_equal(embstore.load(named), v[1])
+    assert not spare.is_symlink() and np.array_equal(embstore.load(spare), v[0])
+    # The spare a link (to the file named before): refused, the link replaced by the file the new
+    # version replaced, and the file it named left as it was.
+    embstore.save(v[1], out, force=True)
+    spare.unlink()
+    spare.symlink_to(named.name)
+    r = run(pull)
+    assert r.returncode == 0, r.stderr
+    assert f"a new file was written (spare '{spare}' is a symbolic link, not a file)" in r.stdout, \
+        r.stdout
+    assert np.array_equal(embstore.load(out), v[2])
+    assert not spare.is_symlink() and np.array_equal(embstore.load(spare), v[1])
+    assert np.array_equal(embstore.load(named), v[1])
+    assert sorted(os.listdir(spare_dir)) == [".copy.emb.spare", "copy.emb", "named.emb",
+                                             "src.emb"]
+
+
 def test_a_spare_takes_keys_of_another_length(spare_dir, embstore_bin):
     v, steps = chain(11, 3)
     keys = [[f"w{i}" for i in range(ROWS)], [f"word-{i}" for i in range(ROWS)],

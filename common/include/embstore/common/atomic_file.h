@@ -78,9 +78,10 @@ class AtomicFile {
                                                         const std::string& spare_path);
   // The spare's name for `path`: ".NAME.spare" in its directory, beside its temporary files.
   static std::string SparePath(const std::string& path);
-  // Keeps what `path` holds at Commit, if anything, under `spare_path` (replacing what that name
-  // held): a hard link made just before the rename, so the replaced file lives on as the spare
-  // instead of being freed. Best effort: where links cannot be made, nothing is kept.
+  // Keeps what `path` holds at Commit, if it is a file, under `spare_path` (replacing what that
+  // name held): a hard link made just before the rename, so the replaced file lives on as the
+  // spare instead of being freed. Best effort: where links cannot be made, nothing is kept, and a
+  // symbolic link at `path` is replaced without being kept.
   void KeepReplacedAs(std::string spare_path) { keep_replaced_ = std::move(spare_path); }
   // Sets the file's size (an adopted spare longer than what was written into it).
   Status Truncate(std::uint64_t size);
