@@ -30,10 +30,17 @@ info=$(dpkg-deb --info "$deb")
 grep -q '^ Package: embstore$' <<<"$info" || fail "package name is not embstore: $info"
 grep -Eq '^ Version: [0-9]+\.[0-9]+\.[0-9]+$' <<<"$info" || fail "no version: $info"
 grep -q '^ Maintainer: ' <<<"$info" || fail "no maintainer: $info"
-# dpkg-shlibdeps found the shared libraries the binary needs.
-grep -Eq '^ Depends: .*libgrpc\+\+1\.51' <<<"$info" || fail "Depends lacks libgrpc++: $info"
-grep -Eq '^ Depends: .*libprotobuf' <<<"$info" || fail "Depends lacks libprotobuf: $info"
+# dpkg-shlibdeps found the shared libraries the binary needs: libcurl always, gRPC and protobuf
+# only where the binary does not link their static archives (EMBSTORE_STATIC_GRPC).
 grep -Eq '^ Depends: .*libcurl4' <<<"$info" || fail "Depends lacks libcurl4 (s3:// tables): $info"
+if grep -q '^EMBSTORE_STATIC_GRPC:BOOL=ON$' "$build/CMakeCache.txt"; then
+  if grep -Eq '^ Depends: .*(libgrpc|libprotobuf)' <<<"$info"; then
+    fail "Depends names gRPC or protobuf, which the binary holds: $info"
+  fi
+else
+  grep -Eq '^ Depends: .*libgrpc\+\+1\.51' <<<"$info" || fail "Depends lacks libgrpc++: $info"
+  grep -Eq '^ Depends: .*libprotobuf' <<<"$info" || fail "Depends lacks libprotobuf: $info"
+fi
 [[ $(dpkg-deb --ctrl-tarfile "$deb" | tar -xOf - ./conffiles) == "/etc/embstore/embstore.json" ]] ||
   fail "conffiles does not list /etc/embstore/embstore.json"
 
