@@ -633,13 +633,7 @@ Status PreparedFile::State::TakeSpare() {
   // Syncs of one file with spares take turns (each moves the spare's name), on the file's inode;
   // one that finds the file replaced by the one before it writes a new file.
   lock.emplace(current->fd());
-  struct stat link, now, mine;
-  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
-    // Swapped, the link would become the spare and the file it names would stay as it was: the
-    // new version replaces the link instead, as every output does (docs/CLIENT.md, "Spares").
-    spare_note = "'" + path + "' is a symbolic link, which the new file replaces";
-    return Status::OK();
-  }
+  struct stat now, mine;
   if (::stat(path.c_str(), &now) != 0 || ::fstat(current->fd(), &mine) != 0 ||
       now.st_ino != mine.st_ino || now.st_dev != mine.st_dev) {
     spare_note = "'" + path + "' was replaced during this update";

@@ -225,6 +225,13 @@ std::string AtomicFile::SparePath(const std::string& path) {
 Result<std::unique_ptr<AtomicFile>> AtomicFile::AdoptSpare(const std::string& path,
                                                           const std::string& spare_path) {
   const std::string what = "spare '" + spare_path + "'";
+  // Swapped with a symbolic link, the spare would take the link's name and the link the spare's,
+  // leaving the file it names as it was: the new version replaces the link instead, by rename, as
+  // every output does.
+  struct stat link;
+  if (::lstat(path.c_str(), &link) == 0 && S_ISLNK(link.st_mode)) {
+    return Status::Unavailable("'" + path + "' is a symbolic link, which the new file replaces");
+  }
   // O_NONBLOCK: a lease someone else holds on it fails the open instead of waiting for them.
   const int fd = ::open(spare_path.c_str(), O_RDWR | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
   if (fd < 0) {

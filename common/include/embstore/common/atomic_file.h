@@ -70,10 +70,10 @@ class AtomicFile {
   // place. Whoever opens it afterwards waits until Commit or Abort (at most
   // /proc/sys/fs/lease-break-time seconds); Commit then swaps nothing and fails with Aborted, so
   // the caller writes a new file instead. Unavailable when the spare cannot be taken (why: open
-  // elsewhere, not a regular file of one link, the same file as `path`, no leases on this
-  // filesystem); NotFound when there is none. The lease's break signal is SIGURG, which is
-  // ignored unless the program handles it. Abort leaves the spare where it is, holding whatever
-  // was written into it: a spare's bytes are never trusted, only hashed.
+  // elsewhere, not a regular file of one link, the same file as `path`, `path` a symbolic link,
+  // no leases on this filesystem); NotFound when there is none. The lease's break signal is
+  // SIGURG, which is ignored unless the program handles it. Abort leaves the spare where it is,
+  // holding whatever was written into it: a spare's bytes are never trusted, only hashed.
   static Result<std::unique_ptr<AtomicFile>> AdoptSpare(const std::string& path,
                                                         const std::string& spare_path);
   // The spare's name for `path`: ".NAME.spare" in its directory, beside its temporary files.
